@@ -1,0 +1,236 @@
+"""Typed configuration: YAML -> pydantic models, with every default in this one file.
+
+A config has four sections, `data`, `model`, `train` and `decode`. Unknown or mistyped keys
+are errors that name the file and the dotted path and list the valid keys; all problems
+are reported at once. `--set section.key=value` overrides are applied before validation,
+so they are checked the same way.
+
+Leaf module: imports nothing from attnmt but `utils`, and no torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from attnmt.utils import UserError, write_text_atomic
+
+
+class ConfigError(UserError):
+    """One or more problems in a config; the message has one line per problem."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataConfig(_Section):
+    corpus: str = Field(
+        "tatoeba-eng-fra",
+        description="tatoeba-eng-fra, multi30k, files (train/valid/test are path prefixes, "
+        "'.{lang}' or '.{lang}.gz' appended), tsv (paths to src<TAB>tgt files), or a synthetic "
+        "task: reverse, copy, sort, dates",
+    )
+    src_lang: str = "en"
+    tgt_lang: str = "fr"
+    data_dir: str | None = Field(None, description="local corpus folder; else $ATTNMT_DATA, the cache, then download")
+    train: str | None = None
+    valid: str | None = None
+    test: str | None = None
+    valid_split: str = Field("val", description="multi30k split used for validation")
+    test_split: str = Field("test_2016_flickr", description="multi30k split used for testing")
+    valid_size: int = Field(1000, ge=1, description="distinct source sentences held out for validation (unsplit corpora)")
+    test_size: int = Field(1000, ge=1, description="distinct source sentences held out for testing (unsplit corpora)")
+    split_seed: int = 1234
+    subset: Literal["full", "short"] = Field(
+        "full", description="short: source <= 8 and target <= 12 word tokens, punctuation counted (the tutorials' setting)"
+    )
+    max_src_tokens: int | None = Field(None, ge=1, description="drop training pairs with longer sources (word tokens)")
+    max_tgt_tokens: int | None = Field(None, ge=1, description="drop training pairs with longer targets (word tokens)")
+    max_length_ratio: float | None = Field(None, gt=1.0, description="drop training pairs whose length ratio exceeds this")
+    tokenizer: Literal["word", "sentencepiece"] = "word"
+    lowercase: bool = False
+    spm_model_type: Literal["bpe", "unigram"] = "bpe"
+    spm_vocab_size: int = Field(8000, ge=16)
+    min_freq: int = Field(1, ge=1)
+    max_vocab_size: int | None = Field(None, ge=5)
+    shared_vocab: bool = False
+    batch_tokens: int = Field(4096, ge=1, description="token budget per batch (max of source and target tokens, padding included)")
+    max_batch_sentences: int | None = Field(None, ge=1)
+    bucket_pool_batches: int = Field(100, ge=1, description="batches per pool sorted by length before shuffling")
+    synthetic_size: int = Field(20000, ge=10, description="training examples for synthetic tasks")
+    synthetic_max_len: int = Field(10, ge=2, description="maximum sequence length for synthetic tasks")
+
+
+class ModelConfig(_Section):
+    rnn: Literal["gru", "lstm"] = "gru"
+    embedding_size: int = Field(256, ge=1)
+    encoder_hidden: int = Field(256, ge=1, description="per direction")
+    encoder_layers: int = Field(1, ge=1)
+    bidirectional: bool = True
+    decoder_hidden: int = Field(512, ge=1)
+    decoder_layers: int = Field(1, ge=1)
+    dropout: float = Field(0.2, ge=0.0, lt=1.0)
+    attention: Literal["additive", "dot", "scaled_dot", "general", "none"] = "additive"
+    attention_size: int | None = Field(None, ge=1, description="additive attention's inner size; default decoder_hidden")
+    decoder: Literal["bahdanau", "luong"] = "bahdanau"
+    input_feeding: bool = Field(True, description="luong only: feed the previous attentional vector to the RNN")
+    bridge: Literal["tanh", "zeros"] = "tanh"
+    tie_embeddings: bool = False
+    init: Literal["uniform", "xavier"] = "xavier"
+    init_scale: float = Field(0.1, gt=0.0, description="range of the uniform init")
+
+
+class TrainConfig(_Section):
+    run_dir: str = "runs/default"
+    seed: int = 1
+    device: str = "auto"
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    threads: int | None = Field(None, ge=1)
+    optimizer: Literal["adam", "adamw"] = "adam"
+    lr: float = Field(1e-3, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    lr_schedule: Literal["constant", "plateau", "inverse_sqrt", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
+    plateau_factor: float = Field(0.5, gt=0.0, lt=1.0)
+    plateau_patience: int = Field(2, ge=0)
+    min_lr: float = Field(0.0, ge=0.0)
+    # Training stops at whichever of these limits comes first (None = no such limit).
+    max_steps: int | None = Field(None, ge=1)
+    max_epochs: int | None = Field(20, ge=1)
+    max_minutes: float | None = Field(None, gt=0.0)
+    clip_grad_norm: float | None = Field(1.0, gt=0.0)
+    label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
+    teacher_forcing: float = Field(1.0, ge=0.0, le=1.0)
+    teacher_forcing_schedule: Literal["constant", "linear", "inverse_sigmoid"] = "constant"
+    teacher_forcing_min: float = Field(0.0, ge=0.0, le=1.0)
+    teacher_forcing_decay_steps: int = Field(10000, ge=1)
+    valid_every: int = Field(500, ge=1)
+    valid_bleu_sentences: int = Field(500, ge=0)
+    early_stopping_metric: Literal["bleu", "loss"] = "bleu"
+    patience: int | None = Field(None, ge=1, description="validations without improvement before stopping")
+    keep_checkpoints: int = Field(2, ge=1)
+    log_every: int = Field(50, ge=1)
+
+    @model_validator(mode="after")
+    def _needs_a_stop(self) -> TrainConfig:
+        if self.max_steps is None and self.max_epochs is None and self.max_minutes is None:
+            raise ValueError("set at least one of max_steps, max_epochs, max_minutes")
+        if self.teacher_forcing_min > self.teacher_forcing:
+            raise ValueError("teacher_forcing_min must not exceed teacher_forcing")
+        return self
+
+
+class DecodeConfig(_Section):
+    beam_size: int = Field(5, ge=1)
+    n_best: int = Field(1, ge=1)
+    length_penalty: float = Field(1.0, ge=0.0, description="GNMT alpha; 0 = raw log-probability")
+    max_length_a: float = Field(1.5, ge=0.0, description="max output length = a * source length + b")
+    max_length_b: int = Field(10, ge=1)
+    batch_size: int = Field(64, ge=1)
+
+
+class Config(_Section):
+    data: DataConfig = Field(default_factory=DataConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    decode: DecodeConfig = Field(default_factory=DecodeConfig)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model class that owns the keys at a dotted `path` (None if not a section)."""
+    model: type[BaseModel] = Config
+    for key in path:
+        field = model.model_fields.get(str(key))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def _describe(error: dict[str, Any]) -> str:
+    location = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        owner = _model_at(error["loc"][:-1])
+        valid = sorted(owner.model_fields) if owner else []
+        close = difflib.get_close_matches(str(error["loc"][-1]), valid, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"{location}: unknown key{hint}; valid keys: {', '.join(valid)}"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] not in ("missing", "value_error") and "input" in error:
+        message += f" (got {error['input']!r})"
+    return f"{location}: {message}"
+
+
+def validate(raw: dict[str, Any], source: str) -> Config:
+    """Turn a plain dict into a Config, or raise ConfigError listing every problem."""
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = [f"{source}: {_describe(error)}" for error in exc.errors()]
+        raise ConfigError("\n".join(problems)) from None
+
+
+def apply_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply one `section.key=value` override in place; the value is parsed as YAML."""
+    dotted, sep, value_text = assignment.partition("=")
+    if not sep or not dotted.strip():
+        raise ConfigError(f"--set {assignment!r}: expected section.key=value")
+    keys = dotted.strip().split(".")
+    node = raw
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {assignment!r}: {key!r} is not a section")
+        node = child
+    try:
+        node[keys[-1]] = yaml.safe_load(value_text) if value_text.strip() else None
+    except yaml.YAMLError:
+        node[keys[-1]] = value_text
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}:{where}: invalid YAML: {problem}") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with sections data, model, train, decode")
+    return raw
+
+
+def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a YAML config (or start from defaults when `path` is None) and apply overrides."""
+    raw = read_yaml(path) if path is not None else {}
+    for assignment in overrides:
+        apply_override(raw, assignment)
+    source = str(path) if path is not None else "(defaults)"
+    if overrides:
+        source += " with --set"
+    return validate(raw, source)
+
+
+def save_config(config: Config, path: str | Path) -> None:
+    """Write the resolved config (every default filled in) atomically."""
+    write_text_atomic(path, config.to_yaml())

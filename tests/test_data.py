@@ -1,0 +1,86 @@
+"""Batching: every example once per epoch, budgets kept, order reproducible and resumable."""
+
+import itertools
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnmt.data import TokenBatchSampler, collate, pad_sequences
+from attnmt.stats import padding_ratio
+from attnmt.vocab import BOS, EOS, PAD
+
+lengths_strategy = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)), min_size=1, max_size=300)
+
+
+def make_sampler(pairs, **kwargs):
+    src_lengths = [s for s, _ in pairs]
+    tgt_lengths = [t for _, t in pairs]
+    options = {"batch_tokens": 200, "pool_batches": 4, "seed": 7} | kwargs
+    return TokenBatchSampler(src_lengths, tgt_lengths, **options), src_lengths, tgt_lengths
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths_strategy, st.booleans(), st.integers(0, 3))
+def test_each_example_exactly_once_and_budget_kept(pairs, shuffle, epoch):
+    sampler, src_lengths, tgt_lengths = make_sampler(pairs, shuffle=shuffle, max_sentences=16)
+    batches = sampler.batches(epoch)
+    assert sorted(itertools.chain.from_iterable(batches)) == list(range(len(pairs)))
+    for batch in batches:
+        assert 1 <= len(batch) <= 16
+        longest = max(max(src_lengths[i], tgt_lengths[i] + 1) for i in batch)
+        # a lone over-budget sentence is allowed its own batch; otherwise the padded size fits
+        assert len(batch) == 1 or longest * len(batch) <= 200
+
+
+def test_order_is_a_function_of_seed_and_epoch():
+    rng = random.Random(0)
+    pairs = [(rng.randint(1, 30), rng.randint(1, 30)) for _ in range(2000)]
+    sampler, _, _ = make_sampler(pairs)
+    again, _, _ = make_sampler(pairs)
+    assert sampler.batches(0) == again.batches(0)
+    assert sampler.batches(0) != sampler.batches(1)
+    other_seed, _, _ = make_sampler(pairs, seed=8)
+    assert other_seed.batches(0) != sampler.batches(0)
+
+
+def test_resuming_continues_the_same_stream():
+    rng = random.Random(1)
+    pairs = [(rng.randint(1, 30), rng.randint(1, 30)) for _ in range(500)]
+    sampler, _, _ = make_sampler(pairs)
+    stream = list(itertools.islice(sampler.iterate(), 40))
+    epoch, position, _ = stream[25]
+    resumed = list(itertools.islice(sampler.iterate(epoch, position), 15))
+    assert resumed == stream[25:40]
+    assert {epoch for epoch, _, _ in stream} == {0, 1, 2} or len({e for e, _, _ in stream}) >= 2
+
+
+def test_bucketing_pads_much_less_than_random_batches():
+    rng = random.Random(2)
+    pairs = [(rng.randint(2, 40), rng.randint(2, 40)) for _ in range(3000)]
+    sampler, src_lengths, tgt_lengths = make_sampler(pairs, batch_tokens=1000, pool_batches=50)
+    bucketed = sampler.batches(0)
+    order = list(range(len(pairs)))
+    rng.shuffle(order)
+    sizes = [len(batch) for batch in bucketed]
+    random_batches = [order[sum(sizes[:k]) : sum(sizes[: k + 1])] for k in range(len(sizes))]
+    assert padding_ratio(bucketed, src_lengths, tgt_lengths) < 0.5 * padding_ratio(
+        random_batches, src_lengths, tgt_lengths
+    )
+
+
+def test_collate_shifts_targets_and_pads():
+    src_ids = [[5, 6, 7], [8]]
+    tgt_ids = [[9, 10], [11, 12, 13]]
+    batch = collate([0, 1], src_ids, tgt_ids)
+    assert batch.src.tolist() == [[5, 6, 7], [8, PAD, PAD]]
+    assert batch.src_lengths.tolist() == [3, 1]
+    assert batch.tgt_in.tolist() == [[BOS, 9, 10, PAD], [BOS, 11, 12, 13]]
+    assert batch.tgt_out.tolist() == [[9, 10, EOS, PAD], [11, 12, 13, EOS]]
+    assert batch.num_tgt_tokens == 7
+    assert batch.indices == [0, 1]
+
+
+def test_pad_sequences_shapes():
+    padded, lengths = pad_sequences([[1], [2, 3, 4]])
+    assert padded.shape == (2, 3) and lengths.tolist() == [1, 3]
