@@ -1,0 +1,152 @@
+"""Translation metrics, all from sacreBLEU so that our numbers match everyone else's.
+
+- `bleu` / `chrf`: sacreBLEU on detokenized text (its own 13a tokenization), with the
+  signature that says exactly how the number was computed. Multi-reference: each sentence
+  may have any number of references (Tatoeba has up to dozens); sacreBLEU takes them as
+  reference streams padded with None (`nrefs:var` in the signature).
+- `tokenized_bleu`: BLEU on our own tokens, lowercased (tokenize=none), which is what older
+  papers and tutorials report (multi-bleu.perl style); never compare it with sacreBLEU's.
+- `bleu_by_length`: BLEU per source-length bucket (Bahdanau et al. 2015, Figure 2).
+- `paired_bootstrap`: sacreBLEU's paired bootstrap resampling between systems.
+
+Leaf module: imports nothing from attnmt but utils, and no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sacrebleu.metrics import BLEU, CHRF
+
+from attnmt.utils import UserError
+
+References = Sequence[Sequence[str]]  # per sentence: one or more reference strings
+
+
+@dataclass(frozen=True)
+class Score:
+    name: str
+    score: float
+    signature: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.score:.2f} ({self.signature})"
+
+
+def reference_streams(references: References) -> list[list[str | None]]:
+    """Per-sentence reference lists -> sacreBLEU's streams (stream k = k-th reference, or None)."""
+    if not references:
+        return [[]]
+    if any(len(refs) == 0 for refs in references):
+        raise UserError("every sentence needs at least one reference")
+    depth = max(len(refs) for refs in references)
+    return [[refs[k] if k < len(refs) else None for refs in references] for k in range(depth)]
+
+
+def _check(hypotheses: Sequence[str], references: References) -> None:
+    if len(hypotheses) != len(references):
+        raise UserError(f"{len(hypotheses)} hypotheses but {len(references)} reference sets")
+
+
+def bleu(hypotheses: Sequence[str], references: References) -> Score:
+    """sacreBLEU BLEU on detokenized text, multi-reference."""
+    _check(hypotheses, references)
+    metric = BLEU()
+    result = metric.corpus_score(list(hypotheses), reference_streams(references))
+    return Score("BLEU", result.score, str(metric.get_signature()), str(result))
+
+
+def chrf(hypotheses: Sequence[str], references: References) -> Score:
+    """sacreBLEU chrF2 on detokenized text, multi-reference."""
+    _check(hypotheses, references)
+    metric = CHRF()
+    result = metric.corpus_score(list(hypotheses), reference_streams(references))
+    return Score("chrF2", result.score, str(metric.get_signature()), str(result))
+
+
+def tokenized_bleu(hypothesis_tokens: Sequence[Sequence[str]], reference_tokens: Sequence[Sequence[Sequence[str]]]) -> Score:
+    """BLEU on our tokens, lowercased (the multi-bleu.perl figure older papers report)."""
+    _check(hypothesis_tokens, reference_tokens)
+    metric = BLEU(tokenize="none", lowercase=True, force=True)
+    hypotheses = [" ".join(tokens) for tokens in hypothesis_tokens]
+    references = [[" ".join(tokens) for tokens in refs] for refs in reference_tokens]
+    result = metric.corpus_score(hypotheses, reference_streams(references))
+    return Score("BLEU-tok-lc", result.score, str(metric.get_signature()), str(result))
+
+
+def perplexity(loss_sum: float, tokens: int) -> float:
+    """exp of the mean per-token negative log-likelihood (inf on overflow)."""
+    if tokens == 0:
+        return float("nan")
+    mean = loss_sum / tokens
+    return math.exp(mean) if mean < 700 else float("inf")
+
+
+DEFAULT_LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50, 60)
+
+
+@dataclass(frozen=True)
+class BucketScore:
+    low: int
+    high: int | None  # None: no upper bound
+    sentences: int
+    bleu: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.low + 1}-{self.high}" if self.high is not None else f">{self.low}"
+
+
+def bleu_by_length(
+    source_lengths: Sequence[int],
+    hypotheses: Sequence[str],
+    references: References,
+    edges: Sequence[int] = DEFAULT_LENGTH_BUCKETS,
+) -> list[BucketScore]:
+    """sacreBLEU per source-length bucket (low, high]; empty buckets are left out."""
+    _check(hypotheses, references)
+    if len(source_lengths) != len(hypotheses):
+        raise UserError(f"{len(source_lengths)} source lengths but {len(hypotheses)} hypotheses")
+    bounds = [(edges[k], edges[k + 1]) for k in range(len(edges) - 1)] + [(edges[-1], None)]
+    buckets = []
+    for low, high in bounds:
+        members = [i for i, n in enumerate(source_lengths) if n > low and (high is None or n <= high)]
+        if members:
+            score = bleu([hypotheses[i] for i in members], [references[i] for i in members]).score
+            buckets.append(BucketScore(low, high, len(members), score))
+    return buckets
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    system: str
+    bleu: float
+    mean: float
+    ci: float  # half-width of the 95% confidence interval
+    p_value: float | None  # None for the baseline (the first system)
+
+
+def paired_bootstrap(
+    systems: Sequence[tuple[str, Sequence[str]]], references: References, samples: int = 1000
+) -> list[BootstrapResult]:
+    """Paired bootstrap resampling (Koehn 2004) of BLEU; the first system is the baseline."""
+    from sacrebleu.significance import PairedTest
+
+    for _, hypotheses in systems:
+        _check(hypotheses, references)
+    test = PairedTest(
+        [(name, list(hyps)) for name, hyps in systems],
+        {"BLEU": BLEU()},
+        reference_streams(references),
+        test_type="bs",
+        n_samples=samples,
+    )
+    _, scores = test()
+    results = []
+    for index, ((name, _), result) in enumerate(zip(systems, scores["BLEU"], strict=True)):
+        p_value = None if index == 0 else float(result.p_value)
+        results.append(BootstrapResult(name, float(result.score), float(result.mean), float(result.ci), p_value))
+    return results

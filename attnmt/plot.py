@@ -1,0 +1,115 @@
+"""Pictures of what the model does: attention heatmaps, training curves, BLEU by length.
+
+matplotlib + numpy only (the Agg backend, no display needed); every function writes one
+file (PNG, SVG or PDF by the suffix) atomically and returns its path.
+Leaf module: imports nothing from attnmt but utils, and no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from attnmt.utils import atomic_path  # noqa: E402
+
+
+def _save(figure: plt.Figure, path: str | Path) -> Path:
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format=path.suffix.lstrip(".") or "png", bbox_inches="tight", dpi=150)
+    plt.close(figure)
+    return path
+
+
+def _draw_heatmap(axes: plt.Axes, weights: np.ndarray, src_tokens: Sequence[str], out_tokens: Sequence[str]) -> None:
+    """Source tokens along x, output tokens along y; row t is the attention at output step t."""
+    image = axes.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    axes.set_xticks(range(len(src_tokens)), src_tokens, rotation=60, ha="right", fontsize=8)
+    axes.set_yticks(range(len(out_tokens)), out_tokens, fontsize=8)
+    axes.set_xlabel("source")
+    axes.set_ylabel("output")
+    axes.figure.colorbar(image, ax=axes, fraction=0.046, pad=0.04)
+
+
+def _check_heatmap(weights: np.ndarray, src_tokens: Sequence[str], out_tokens: Sequence[str]) -> np.ndarray:
+    weights = np.asarray(weights, dtype=float)
+    expected = (len(out_tokens), len(src_tokens))
+    if weights.shape != expected:
+        raise ValueError(f"attention shape {weights.shape} does not match (output, source) tokens {expected}")
+    return weights
+
+
+def attention_heatmap(
+    weights: np.ndarray, src_tokens: Sequence[str], out_tokens: Sequence[str], path: str | Path, title: str = ""
+) -> Path:
+    """One sentence: weights (T, S), rows = output tokens, columns = source tokens."""
+    weights = _check_heatmap(weights, src_tokens, out_tokens)
+    figure, axes = plt.subplots(figsize=(1.0 + 0.45 * len(src_tokens), 1.0 + 0.4 * len(out_tokens)))
+    _draw_heatmap(axes, weights, src_tokens, out_tokens)
+    if title:
+        axes.set_title(title, fontsize=9)
+    return _save(figure, path)
+
+
+def attention_grid(
+    items: Sequence[tuple[np.ndarray, Sequence[str], Sequence[str]]], path: str | Path, titles: Sequence[str] = ()
+) -> Path:
+    """Several sentences in one figure: items of (weights (T, S), source tokens, output tokens)."""
+    if not items:
+        raise ValueError("no sentences to plot")
+    columns = min(3, len(items))
+    rows = math.ceil(len(items) / columns)
+    figure, axes_grid = plt.subplots(rows, columns, figsize=(4.5 * columns, 4.0 * rows), squeeze=False)
+    for index, axes in enumerate(axes_grid.flat):
+        if index >= len(items):
+            axes.axis("off")
+            continue
+        weights, src_tokens, out_tokens = items[index]
+        _draw_heatmap(axes, _check_heatmap(weights, src_tokens, out_tokens), src_tokens, out_tokens)
+        if index < len(titles):
+            axes.set_title(titles[index], fontsize=9)
+    figure.tight_layout()
+    return _save(figure, path)
+
+
+def curves(
+    runs: Mapping[str, Sequence[Mapping[str, float]]], metrics: Sequence[str], path: str | Path, x_key: str = "step"
+) -> Path:
+    """Metric curves of several runs: `runs` maps a run name to its metrics records
+    (dicts with `x_key` and metric values, as in metrics.jsonl); one panel per metric."""
+    figure, axes_list = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics), 3.6), squeeze=False)
+    for axes, metric in zip(axes_list[0], metrics, strict=True):
+        for name, records in runs.items():
+            points = [(r[x_key], r[metric]) for r in records if metric in r and x_key in r and r[metric] is not None]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                axes.plot(xs, ys, label=name, marker="." if len(points) < 30 else None)
+        axes.set_xlabel(x_key)
+        axes.set_ylabel(metric)
+        axes.grid(alpha=0.3)
+    handles, labels = axes_list[0][0].get_legend_handles_labels()
+    if handles:
+        figure.legend(handles, labels, loc="upper center", ncol=min(4, len(labels)), bbox_to_anchor=(0.5, 1.08))
+    figure.tight_layout()
+    return _save(figure, path)
+
+
+def length_plot(runs: Mapping[str, Sequence[tuple[str, float]]], path: str | Path) -> Path:
+    """BLEU by source-length bucket for several runs: `runs` maps a name to (bucket label, BLEU)."""
+    figure, axes = plt.subplots(figsize=(6.0, 3.8))
+    for name, points in runs.items():
+        labels = [label for label, _ in points]
+        axes.plot(range(len(points)), [score for _, score in points], marker="o", label=name)
+        axes.set_xticks(range(len(points)), labels)
+    axes.set_xlabel("source length (tokens)")
+    axes.set_ylabel("BLEU")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    return _save(figure, path)
