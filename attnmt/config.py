@@ -43,15 +43,15 @@ class DataConfig(_Section):
     test: str | None = None
     valid_split: str = Field("val", description="multi30k split used for validation")
     test_split: str = Field("test_2016_flickr", description="multi30k split used for testing")
-    valid_size: int = Field(1000, ge=1, description="distinct source sentences held out for validation (unsplit corpora)")
-    test_size: int = Field(1000, ge=1, description="distinct source sentences held out for testing (unsplit corpora)")
+    valid_size: int = Field(1000, ge=1, description="distinct sources held out for validation (unsplit corpora)")
+    test_size: int = Field(1000, ge=1, description="distinct sources held out for testing (unsplit corpora)")
     split_seed: int = 1234
     subset: Literal["full", "short"] = Field(
-        "full", description="short: source <= 8 and target <= 12 word tokens, punctuation counted (the tutorials' setting)"
+        "full", description="short: source <= 8 and target <= 12 word tokens, punctuation counted"
     )
     max_src_tokens: int | None = Field(None, ge=1, description="drop training pairs with longer sources (word tokens)")
     max_tgt_tokens: int | None = Field(None, ge=1, description="drop training pairs with longer targets (word tokens)")
-    max_length_ratio: float | None = Field(None, gt=1.0, description="drop training pairs whose length ratio exceeds this")
+    max_length_ratio: float | None = Field(None, gt=1.0, description="drop training pairs with a larger length ratio")
     tokenizer: Literal["word", "sentencepiece"] = "word"
     lowercase: bool = False
     spm_model_type: Literal["bpe", "unigram"] = "bpe"
@@ -59,7 +59,7 @@ class DataConfig(_Section):
     min_freq: int = Field(1, ge=1)
     max_vocab_size: int | None = Field(None, ge=5)
     shared_vocab: bool = False
-    batch_tokens: int = Field(4096, ge=1, description="token budget per batch (max of source and target tokens, padding included)")
+    batch_tokens: int = Field(4096, ge=1, description="padded tokens per batch (longer side)")
     max_batch_sentences: int | None = Field(None, ge=1)
     bucket_pool_batches: int = Field(100, ge=1, description="batches per pool sorted by length before shuffling")
     synthetic_size: int = Field(20000, ge=10, description="training examples for synthetic tasks")
@@ -76,7 +76,7 @@ class ModelConfig(_Section):
     decoder_layers: int = Field(1, ge=1)
     dropout: float = Field(0.2, ge=0.0, lt=1.0)
     attention: Literal["additive", "dot", "scaled_dot", "general", "none"] = "additive"
-    attention_size: int | None = Field(None, ge=1, description="additive attention's inner size; default decoder_hidden")
+    attention_size: int | None = Field(None, ge=1, description="additive attention size (default decoder_hidden)")
     decoder: Literal["bahdanau", "luong"] = "bahdanau"
     input_feeding: bool = Field(True, description="luong only: feed the previous attentional vector to the RNN")
     bridge: Literal["tanh", "zeros"] = "tanh"

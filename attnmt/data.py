@@ -72,7 +72,11 @@ def collate(indices: Sequence[int], src_ids: Sequence[Sequence[int]], tgt_ids: S
 
 
 def _cut_by_budget(
-    ordered: Sequence[int], src_lengths: Sequence[int], tgt_lengths: Sequence[int], batch_tokens: int, max_sentences: int
+    ordered: Sequence[int],
+    src_lengths: Sequence[int],
+    tgt_lengths: Sequence[int],
+    batch_tokens: int,
+    max_sentences: int,
 ) -> list[list[int]]:
     """Greedily cut an ordered index list into batches whose padded size fits the budget.
 
@@ -147,12 +151,12 @@ class TokenBatchSampler:
 
     def iterate(self, start_epoch: int = 0, start_batch: int = 0) -> Iterator[tuple[int, int, list[int]]]:
         """Endless (epoch, position, indices) from a saved position; resuming continues exactly."""
-        epoch, position = start_epoch, start_batch
+        epoch, first = start_epoch, start_batch
         while True:
             epoch_batches = self.batches(epoch)
-            for position in range(position, len(epoch_batches)):
+            for position in range(first, len(epoch_batches)):
                 yield epoch, position, epoch_batches[position]
-            epoch, position = epoch + 1, 0
+            epoch, first = epoch + 1, 0
 
 
 @dataclass
@@ -195,7 +199,10 @@ class DataBundle:
 def build_tokenizers(cfg: DataConfig, train_pairs: Sequence[tuple[str, str]]) -> tuple[Tokenizer, Tokenizer]:
     """Word tokenizers from config, or SentencePiece models trained on the train split only."""
     if cfg.tokenizer == "word":
-        return WordTokenizer(cfg.src_lang, lowercase=cfg.lowercase), WordTokenizer(cfg.tgt_lang, lowercase=cfg.lowercase)
+        return (
+            WordTokenizer(cfg.src_lang, lowercase=cfg.lowercase),
+            WordTokenizer(cfg.tgt_lang, lowercase=cfg.lowercase),
+        )
     spm_dir = cache_root() / "sentencepiece"
 
     def prepare(text: str) -> str:
@@ -231,9 +238,7 @@ def _encode_examples(
     return EncodedSplit(src_ids=src_ids, tgt_ids=tgt_ids, examples=list(examples))
 
 
-def build_vocabs(
-    cfg: DataConfig, src_tokens: list[list[str]], tgt_tokens: list[list[str]]
-) -> tuple[Vocab, Vocab]:
+def build_vocabs(cfg: DataConfig, src_tokens: list[list[str]], tgt_tokens: list[list[str]]) -> tuple[Vocab, Vocab]:
     """Vocabularies from training tokens only; one shared vocabulary if configured."""
     if cfg.shared_vocab:
         shared = Vocab.build(src_tokens + tgt_tokens, min_freq=cfg.min_freq, max_size=cfg.max_vocab_size)

@@ -67,7 +67,9 @@ def chrf(hypotheses: Sequence[str], references: References) -> Score:
     return Score("chrF2", result.score, str(metric.get_signature()), str(result))
 
 
-def tokenized_bleu(hypothesis_tokens: Sequence[Sequence[str]], reference_tokens: Sequence[Sequence[Sequence[str]]]) -> Score:
+def tokenized_bleu(
+    hypothesis_tokens: Sequence[Sequence[str]], reference_tokens: Sequence[Sequence[Sequence[str]]]
+) -> Score:
     """BLEU on our tokens, lowercased (the multi-bleu.perl figure older papers report)."""
     _check(hypothesis_tokens, reference_tokens)
     metric = BLEU(tokenize="none", lowercase=True, force=True)

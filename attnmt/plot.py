@@ -14,10 +14,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from attnmt.utils import atomic_path  # noqa: E402
+from attnmt.utils import atomic_path
 
 
 def _save(figure: plt.Figure, path: str | Path) -> Path:

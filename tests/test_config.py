@@ -50,7 +50,7 @@ def test_overrides_are_parsed_as_yaml_and_validated(tmp_path):
     assert config.model.attention == "dot"
     with pytest.raises(ConfigError, match=r"model\.hidden: unknown key"):
         load_config(path, ["model.hidden=3"])
-    with pytest.raises(ConfigError, match="expected section.key=value"):
+    with pytest.raises(ConfigError, match=r"expected section\.key=value"):
         load_config(path, ["model.rnn"])
 
 

@@ -27,7 +27,17 @@ ALLOWED = {
     "checkpoint": {"utils", "config", "model", "vocab", "tokenize"},
     "train": {"utils", "config", "data", "model", "search", "metrics", "checkpoint", "vocab", "corpora", "plot"},
     "translate": {
-        "utils", "config", "data", "model", "search", "metrics", "checkpoint", "vocab", "tokenize", "plot", "corpora",
+        "utils",
+        "config",
+        "data",
+        "model",
+        "search",
+        "metrics",
+        "checkpoint",
+        "vocab",
+        "tokenize",
+        "plot",
+        "corpora",
     },
     "sweep": {"utils", "config", "train", "metrics", "plot", "translate"},
 }

@@ -25,7 +25,10 @@ def test_heatmap_rejects_mismatched_tokens(tmp_path):
 def test_grid_curves_and_length(tmp_path):
     items = [(np.eye(2), ["a", "b"], ["c", "d"]), (np.ones((1, 3)) / 3, ["a", "b", "c"], ["d"])]
     assert attention_grid(items, tmp_path / "grid.png", titles=["one", "two"]).stat().st_size > 0
-    runs = {"run-a": [{"step": 1, "loss": 3.0}, {"step": 2, "loss": 2.0, "bleu": 10.0}], "run-b": [{"step": 1, "loss": 4}]}
+    runs = {
+        "run-a": [{"step": 1, "loss": 3.0}, {"step": 2, "loss": 2.0, "bleu": 10.0}],
+        "run-b": [{"step": 1, "loss": 4}],
+    }
     assert curves(runs, ["loss", "bleu"], tmp_path / "curves.png").read_bytes().startswith(PNG_MAGIC)
     lengths = {"a": [("1-10", 30.0), ("11-20", 20.0)], "b": [("1-10", 25.0), ("11-20", 22.0)]}
     assert length_plot(lengths, tmp_path / "length.png").read_bytes().startswith(PNG_MAGIC)
