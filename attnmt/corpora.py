@@ -1,0 +1,497 @@
+"""Known corpora: where their files live, verified download into a cache, reading, splits.
+
+`load_corpus(cfg)` turns a `DataConfig` into `CorpusSplits` of raw text (untokenized, original
+casing). A built-in corpus file is looked up in `data_dir` (config or `--data-dir`), then
+`$ATTNMT_DATA`, then the cache (`$ATTNMT_CACHE`, else `~/.cache/attnmt`), and only then
+downloaded into the cache. All three folders share one layout (`tatoeba-eng-fra/fra.txt.gz`,
+`multi30k/train.en.gz`, ...), so a cache can be copied and used as a data folder.
+
+Corpora without an official split (Tatoeba, user data without valid/test) are split by
+distinct source sentence, so that no source sentence is in two splits and a held-out source
+keeps all its references (multi-reference evaluation).
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import http.client
+import os
+import random
+import shutil
+import sys
+import tempfile
+import urllib.request
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnmt import synthetic
+from attnmt.config import DataConfig
+from attnmt.tokenize import WordTokenizer
+from attnmt.utils import UserError, atomic_path
+
+TATOEBA_ATTRIBUTION = (
+    "Sentence pairs from the Tatoeba Project (https://tatoeba.org), contributors of tatoeba.org, "
+    "CC BY 2.0 FR; prepared by manythings.org/anki."
+)
+MULTI30K_ATTRIBUTION = (
+    "Multi30K (https://github.com/multi30k/dataset), derived from Flickr30K, for non-commercial research "
+    "and education; cite Elliott et al. 2016 (doi:10.18653/v1/W16-3210), for French and test_2017 "
+    "Elliott et al. WMT 2017 (W17-4718), for Czech Barrault et al. WMT 2018."
+)
+TATOEBA_LANGUAGES = ("en", "fr")
+# Languages of each Multi30k task 1 split (Czech was only translated for the first three).
+MULTI30K_SPLITS = {
+    "train": ("en", "de", "fr", "cs"),
+    "val": ("en", "de", "fr", "cs"),
+    "test_2016_flickr": ("en", "de", "fr", "cs"),
+    "test_2017_flickr": ("en", "de", "fr"),
+}
+KNOWN_CORPORA = ("tatoeba-eng-fra", "multi30k", "files", "tsv", *synthetic.TASKS)
+
+# The `short` subset (the tutorials' setting): at most this many word tokens, punctuation
+# counted. Other languages get 8 as source and 12 as target.
+SHORT_MAX_TOKENS = {"en": 8, "fr": 12}
+SHORT_MAX_SRC_TOKENS, SHORT_MAX_TGT_TOKENS = 8, 12
+
+
+@dataclass(frozen=True)
+class Example:
+    """One source sentence with all its reference translations."""
+
+    src: str
+    refs: tuple[str, ...]
+
+
+@dataclass
+class CorpusSplits:
+    """Raw-text splits of one corpus in the configured direction.
+
+    train:       one (src, tgt) pair per reference, after the `short` subset and the training
+                 length filters.
+    valid, test: one Example per held-out source sentence (all its references), or one per
+                 line where the corpus ships its own valid/test files.
+    raw_pairs:   pairs in the training data as read (lines of fra.txt, of Multi30k's train
+                 files, of the user's train file(s); generated synthetic training examples),
+                 before any filter and before valid/test sources are split off it. Separate
+                 valid/test files are not counted. Tatoeba: 167,130; Multi30k: 29,000.
+    attribution: the credit line a user of the corpus must show, or None for user data.
+    """
+
+    train: list[tuple[str, str]]
+    valid: list[Example]
+    test: list[Example]
+    name: str
+    attribution: str | None
+    raw_pairs: int
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """Where a corpus file is downloaded from and how to recognise the right bytes.
+
+    When `archive_member` is set, the download is a zip: its checksum is checked, then the
+    member is stored gzipped under the local name and the zip is deleted.
+    """
+
+    url: str
+    algorithm: str
+    checksum: str
+    archive_member: str | None = None
+
+
+_MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}.gz"
+_MULTI30K_SHA256 = {
+    "test_2016_flickr.cs": "200a4a74cc9560f051924abb9803be008d1908d77f747e9141aeb86dfd2797f1",
+    "test_2016_flickr.de": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+    "test_2016_flickr.en": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+    "test_2016_flickr.fr": "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
+    "test_2017_flickr.de": "a2c89666db00c495cd8513b9d708d5a3acc205d7de312ef2bf5fb7ebc1540aee",
+    "test_2017_flickr.en": "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074",
+    "test_2017_flickr.fr": "3ba671ceb2299f3304ffafefea7a833d08632fbaf0ba18546f8a2ec2391af496",
+    "train.cs": "a65adb8b32e3bc664f21ecba7a6e7f6950fd1f405e135f7c312faabdb6255077",
+    "train.de": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+    "train.en": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+    "train.fr": "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c",
+    "val.cs": "b63226e05c4bd5dd6a42897d74b86a1b9d2c31498252c572b1ea7f7996927fcc",
+    "val.de": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+    "val.en": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "val.fr": "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9",
+}
+# Local name -> source. Tests (or a user with a mirror) replace entries here.
+REMOTE_FILES: dict[str, RemoteFile] = {
+    # d2l.ai's copy of the 2019-04-07 manythings.org release, with the sha1 d2l publishes.
+    "tatoeba-eng-fra/fra.txt.gz": RemoteFile(
+        url="http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip",
+        algorithm="sha1",
+        checksum="94646ad1522d915e7b0f9296181140edcf86a4f5",
+        archive_member="fra-eng/fra.txt",
+    ),
+    **{
+        f"multi30k/{name}.gz": RemoteFile(_MULTI30K_URL.format(name=name), "sha256", digest)
+        for name, digest in _MULTI30K_SHA256.items()
+    },
+}
+
+
+# --- finding and downloading files -------------------------------------------------------
+
+
+def cache_root() -> Path:
+    """The download cache: `$ATTNMT_CACHE`, else `~/.cache/attnmt`."""
+    return Path(os.environ.get("ATTNMT_CACHE") or Path.home() / ".cache" / "attnmt")
+
+
+def locate(name: str, data_dir: str | os.PathLike | None = None) -> Path:
+    """Path of the built-in corpus file `name` (e.g. "multi30k/train.en.gz"), downloaded if need be.
+
+    Looks in `data_dir`, `$ATTNMT_DATA` and the cache, in that order; a `.gz` file may also be
+    there uncompressed (e.g. `tatoeba-eng-fra/fra.txt`).
+    """
+    roots = [Path(root) for root in (data_dir, os.environ.get("ATTNMT_DATA"), cache_root()) if root]
+    candidates = [name, name.removesuffix(".gz")] if name.endswith(".gz") else [name]
+    for root in roots:
+        for candidate in candidates:
+            if (root / candidate).is_file():
+                return root / candidate
+    return download(name, searched=roots)
+
+
+def download(name: str, searched: list[Path] | tuple[Path, ...] = ()) -> Path:
+    """Download the built-in file `name` into the cache, verified, and return its path.
+
+    The bytes go to a temporary file beside the final one and are renamed into place only
+    after the checksum matched, so an interrupted or corrupt download leaves nothing behind.
+    """
+    remote = REMOTE_FILES[name]
+    destination = cache_root() / name
+    where = ", ".join(str(root) for root in searched) or "nowhere"
+    unzip = f" (the file is {remote.archive_member} in that zip)" if remote.archive_member else ""
+    hint = (
+        f"no local copy of {name} was found (looked in {where}); download it yourself{unzip} and put it "
+        f"at {destination} (gzipped or not), or point --data-dir or ATTNMT_DATA at a folder holding {name}"
+    )
+    print(f"attnmt: downloading {remote.url} -> {destination}", file=sys.stderr)
+    try:
+        with atomic_path(destination) as partial:
+            if remote.archive_member is None:
+                _fetch_verified(remote, partial, hint)
+            else:
+                _fetch_archive_member(remote, partial, hint)
+    except OSError as exc:  # the cache itself: not writable, disk full
+        raise UserError(f"cannot write {destination} ({exc}); set ATTNMT_CACHE to a writable folder") from None
+    return destination
+
+
+def _fetch_archive_member(remote: RemoteFile, destination: Path, hint: str) -> None:
+    """Download the zip beside `destination`, verify it, and gzip its member into `destination`."""
+    fd, archive_name = tempfile.mkstemp(prefix=".download.", suffix=".zip.tmp", dir=destination.parent)
+    os.close(fd)
+    archive = Path(archive_name)
+    try:
+        _fetch_verified(remote, archive, hint)
+        with (
+            zipfile.ZipFile(archive) as bundle,
+            bundle.open(remote.archive_member) as member,
+            open(destination, "wb") as raw,
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed,
+        ):
+            shutil.copyfileobj(member, packed)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise UserError(f"{remote.url}: expected a zip holding {remote.archive_member} ({exc})") from None
+    finally:
+        archive.unlink(missing_ok=True)
+
+
+def _fetch_verified(remote: RemoteFile, path: Path, hint: str) -> None:
+    """Stream `remote.url` into `path`, then check its length and checksum (the caller deletes `path`)."""
+    digest = hashlib.new(remote.algorithm)
+    received = 0
+    try:
+        with urllib.request.urlopen(remote.url, timeout=60) as response, open(path, "wb") as out:
+            announced = response.headers.get("Content-Length")
+            while chunk := response.read(1 << 16):
+                digest.update(chunk)
+                out.write(chunk)
+                received += len(chunk)
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # URLError is an OSError
+        raise UserError(f"could not download {remote.url} ({exc}); {hint}") from None
+    # urllib returns a short body without complaint when the server closes early.
+    if announced is not None and received != int(announced):
+        raise UserError(
+            f"download of {remote.url} was interrupted after {received} of {announced} bytes; try again, or: {hint}"
+        )
+    if digest.hexdigest() != remote.checksum:
+        raise UserError(
+            f"download of {remote.url} has the wrong checksum: expected {remote.algorithm} "
+            f"{remote.checksum}, got {digest.hexdigest()}; nothing was saved; {hint}"
+        )
+
+
+# --- reading text files ------------------------------------------------------------------
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Lines of a UTF-8 text file (gzipped if the name ends in .gz), without line ends.
+
+    Empty or blank lines are errors: in parallel data they almost always mean misalignment.
+    """
+    path = Path(path)
+    try:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder; expected a text file") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise UserError(f"{path}: not a valid gzip file ({exc})") from None
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line_number = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"{path}:{line_number}: not valid UTF-8 (byte {exc.start} of the file)") from None
+    # split("\n") rather than splitlines(): U+2028 and friends inside a sentence are not line ends.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    if lines[-1] == "":
+        lines.pop()
+    for line_number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise UserError(f"{path}:{line_number}: empty line; expected one sentence per line")
+    return lines
+
+
+def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> list[tuple[str, str]]:
+    """(src, tgt) pairs from two line-aligned files."""
+    src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
+    if len(src_lines) != len(tgt_lines):
+        raise UserError(
+            f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}; "
+            "parallel files must have the same number of lines"
+        )
+    return [(src.strip(), tgt.strip()) for src, tgt in zip(src_lines, tgt_lines, strict=True)]
+
+
+def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """(first, second) column pairs of a tab-separated file; further columns are ignored
+    (newer manythings.org files add an attribution column)."""
+    pairs = []
+    for line_number, line in enumerate(read_lines(path), 1):
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise UserError(f"{path}:{line_number}: no tab; expected source<TAB>target")
+        src, tgt = fields[0].strip(), fields[1].strip()
+        if not src or not tgt:
+            raise UserError(f"{path}:{line_number}: empty {'source' if not src else 'target'}")
+        pairs.append((src, tgt))
+    return pairs
+
+
+# --- splitting and filtering -------------------------------------------------------------
+
+
+def split_by_source(
+    pairs: list[tuple[str, str]], *, valid_size: int, test_size: int, seed: int
+) -> tuple[list[tuple[str, str]], list[Example], list[Example]]:
+    """Hold out `test_size` then `valid_size` distinct source sentences with all their references.
+
+    Sources are sorted, then shuffled by `random.Random(seed)`, so the split depends on the
+    seed and the data only (not on PYTHONHASHSEED or file order). The test set is drawn
+    first, so changing valid_size leaves it alone. Train pairs and held-out examples keep
+    file order.
+    """
+    if valid_size == 0 and test_size == 0:
+        return list(pairs), [], []
+    refs_by_source: dict[str, list[str]] = {}
+    for src, tgt in pairs:
+        refs_by_source.setdefault(src, []).append(tgt)
+    if valid_size + test_size >= len(refs_by_source):
+        raise UserError(
+            f"data.valid_size ({valid_size}) + data.test_size ({test_size}) must be below the number "
+            f"of distinct source sentences ({len(refs_by_source)})"
+        )
+    sources = sorted(refs_by_source)
+    random.Random(seed).shuffle(sources)
+    test_sources = set(sources[:test_size])
+    valid_sources = set(sources[test_size : test_size + valid_size])
+
+    def examples(chosen: set[str]) -> list[Example]:
+        return [Example(src, tuple(dict.fromkeys(refs))) for src, refs in refs_by_source.items() if src in chosen]
+
+    held_out = test_sources | valid_sources
+    train = [(src, tgt) for src, tgt in pairs if src not in held_out]
+    return train, examples(valid_sources), examples(test_sources)
+
+
+def _token_counter(lang: str) -> Callable[[str], int]:
+    """Word-token count of a sentence, memoized (Tatoeba repeats sources across pairs)."""
+    tokenizer = WordTokenizer(lang)
+    return functools.lru_cache(maxsize=None)(lambda text: len(tokenizer.tokenize(text)))
+
+
+def short_limits(src_lang: str, tgt_lang: str) -> tuple[int, int]:
+    """(max source tokens, max target tokens) of the `short` subset: English 8, French 12,
+    any other language 8 as source and 12 as target."""
+    return SHORT_MAX_TOKENS.get(src_lang, SHORT_MAX_SRC_TOKENS), SHORT_MAX_TOKENS.get(tgt_lang, SHORT_MAX_TGT_TOKENS)
+
+
+def _short_pairs(pairs: list[tuple[str, str]], cfg: DataConfig) -> list[tuple[str, str]]:
+    max_src, max_tgt = short_limits(cfg.src_lang, cfg.tgt_lang)
+    src_len, tgt_len = _token_counter(cfg.src_lang), _token_counter(cfg.tgt_lang)
+
+    def fits(text: str, count: Callable[[str], int], limit: int) -> bool:
+        # Every space-separated chunk is at least one token: a cheap first test spares the tokenizer.
+        return len(text.split()) <= limit and count(text) <= limit
+
+    return [(src, tgt) for src, tgt in pairs if fits(src, src_len, max_src) and fits(tgt, tgt_len, max_tgt)]
+
+
+def _filter_training_pairs(pairs: list[tuple[str, str]], cfg: DataConfig) -> list[tuple[str, str]]:
+    """Apply max_src_tokens, max_tgt_tokens and max_length_ratio (longer side / shorter side)."""
+    if cfg.max_src_tokens is None and cfg.max_tgt_tokens is None and cfg.max_length_ratio is None:
+        return pairs
+    src_len, tgt_len = _token_counter(cfg.src_lang), _token_counter(cfg.tgt_lang)
+
+    def keep(src: str, tgt: str) -> bool:
+        n_src, n_tgt = src_len(src), tgt_len(tgt)
+        if cfg.max_src_tokens is not None and n_src > cfg.max_src_tokens:
+            return False
+        if cfg.max_tgt_tokens is not None and n_tgt > cfg.max_tgt_tokens:
+            return False
+        ratio = max(n_src, n_tgt) / max(1, min(n_src, n_tgt))
+        return cfg.max_length_ratio is None or ratio <= cfg.max_length_ratio
+
+    return [(src, tgt) for src, tgt in pairs if keep(src, tgt)]
+
+
+def _assemble(
+    cfg: DataConfig,
+    train: list[tuple[str, str]],
+    valid: list[tuple[str, str]] | None,
+    test: list[tuple[str, str]] | None,
+    attribution: str | None,
+) -> CorpusSplits:
+    """Subset, split off missing valid/test by source, filter training pairs."""
+    raw_pairs = len(train)
+    if raw_pairs == 0:
+        raise UserError(f"data.train: the training data of {cfg.corpus} is empty")
+    if cfg.subset == "short":
+        train, valid, test = (_short_pairs(pairs, cfg) if pairs is not None else None for pairs in (train, valid, test))
+    train, valid_examples, test_examples = split_by_source(
+        train,
+        valid_size=cfg.valid_size if valid is None else 0,
+        test_size=cfg.test_size if test is None else 0,
+        seed=cfg.split_seed,
+    )
+    if valid is not None:
+        valid_examples = [Example(src, (tgt,)) for src, tgt in valid]
+    if test is not None:
+        test_examples = [Example(src, (tgt,)) for src, tgt in test]
+    train = _filter_training_pairs(train, cfg)
+    if not train:
+        raise UserError(f"data: no training pairs of {cfg.corpus} are left after the subset and length filters")
+    return CorpusSplits(train, valid_examples, test_examples, cfg.corpus, attribution, raw_pairs)
+
+
+# --- the corpora -------------------------------------------------------------------------
+
+
+def _check_direction(corpus: str, cfg: DataConfig, languages: tuple[str, ...]) -> None:
+    if cfg.src_lang in languages and cfg.tgt_lang in languages and cfg.src_lang != cfg.tgt_lang:
+        return
+    known = ", ".join(f"{src}-{tgt}" for src in languages for tgt in languages if src != tgt)
+    raise UserError(f"data.src_lang/tgt_lang: {corpus} has no {cfg.src_lang}-{cfg.tgt_lang} pair; known pairs: {known}")
+
+
+def _load_tatoeba(cfg: DataConfig, data_dir: str | None) -> CorpusSplits:
+    _check_direction("tatoeba-eng-fra", cfg, TATOEBA_LANGUAGES)
+    pairs = read_tsv(locate("tatoeba-eng-fra/fra.txt.gz", data_dir))
+    if cfg.src_lang == "fr":
+        pairs = [(fr, en) for en, fr in pairs]
+    return _assemble(cfg, pairs, None, None, TATOEBA_ATTRIBUTION)
+
+
+def _check_multi30k_split(split: str, key: str, cfg: DataConfig) -> None:
+    if split not in MULTI30K_SPLITS:
+        raise UserError(f"data.{key}: unknown multi30k split {split!r}; known: {', '.join(MULTI30K_SPLITS)}")
+    for lang in (cfg.src_lang, cfg.tgt_lang):
+        if lang not in MULTI30K_SPLITS[split]:
+            having = ", ".join(name for name, langs in MULTI30K_SPLITS.items() if lang in langs)
+            raise UserError(f"data.{key}: multi30k split {split} has no {lang!r} text; splits with it: {having}")
+
+
+def _load_multi30k(cfg: DataConfig, data_dir: str | None) -> CorpusSplits:
+    _check_direction("multi30k", cfg, MULTI30K_SPLITS["train"])
+    _check_multi30k_split(cfg.valid_split, "valid_split", cfg)
+    _check_multi30k_split(cfg.test_split, "test_split", cfg)
+
+    def read_split(split: str) -> list[tuple[str, str]]:
+        return read_parallel(
+            locate(f"multi30k/{split}.{cfg.src_lang}.gz", data_dir),
+            locate(f"multi30k/{split}.{cfg.tgt_lang}.gz", data_dir),
+        )
+
+    train, valid, test = read_split("train"), read_split(cfg.valid_split), read_split(cfg.test_split)
+    return _assemble(cfg, train, valid, test, MULTI30K_ATTRIBUTION)
+
+
+def _read_prefix(prefix: str, cfg: DataConfig) -> list[tuple[str, str]]:
+    """Pairs from `{prefix}.{src_lang}` and `{prefix}.{tgt_lang}`, each possibly gzipped."""
+
+    def path_for(lang: str) -> Path:
+        plain, packed = Path(f"{prefix}.{lang}"), Path(f"{prefix}.{lang}.gz")
+        if plain.is_file():
+            return plain
+        if packed.is_file():
+            return packed
+        raise UserError(f"{plain}: file not found (nor {packed.name})")
+
+    return read_parallel(path_for(cfg.src_lang), path_for(cfg.tgt_lang))
+
+
+def _load_user_data(cfg: DataConfig) -> CorpusSplits:
+    if cfg.train is None:
+        expected = "a path prefix (.{lang} is appended)" if cfg.corpus == "files" else "a src<TAB>tgt file"
+        raise UserError(f"data.train: corpus {cfg.corpus} needs data.train, {expected}")
+
+    def read(path: str | None) -> list[tuple[str, str]] | None:
+        if path is None:
+            return None
+        return _read_prefix(path, cfg) if cfg.corpus == "files" else read_tsv(path)
+
+    return _assemble(cfg, read(cfg.train), read(cfg.valid), read(cfg.test), None)
+
+
+def _load_synthetic(cfg: DataConfig) -> CorpusSplits:
+    """Generated splits; seeds 3*split_seed + {0, 1, 2} keep them distinct for every split_seed."""
+
+    def generate(n: int, offset: int) -> list[tuple[str, str]]:
+        return synthetic.generate(cfg.corpus, n, max_len=cfg.synthetic_max_len, seed=3 * cfg.split_seed + offset)
+
+    train, valid, test = generate(cfg.synthetic_size, 0), generate(cfg.valid_size, 1), generate(cfg.test_size, 2)
+    splits = _assemble(cfg, train, valid, test, None)
+    # Short sequences recur by chance; evaluating on ones seen in training would flatter the model.
+    held_out = {example.src for example in splits.valid + splits.test}
+    splits.train = [(src, tgt) for src, tgt in splits.train if src not in held_out]
+    return splits
+
+
+def load_corpus(cfg: DataConfig, data_dir: str | None = None) -> CorpusSplits:
+    """Read (downloading if need be), subset, split and filter the configured corpus.
+
+    `data_dir` (e.g. from `--data-dir`) overrides `cfg.data_dir`; both only concern the
+    built-in corpora: the paths of user data (`files`, `tsv`) are used as given.
+    """
+    data_dir = data_dir or cfg.data_dir
+    if cfg.corpus == "tatoeba-eng-fra":
+        return _load_tatoeba(cfg, data_dir)
+    if cfg.corpus == "multi30k":
+        return _load_multi30k(cfg, data_dir)
+    if cfg.corpus in ("files", "tsv"):
+        return _load_user_data(cfg)
+    if cfg.corpus in synthetic.TASKS:
+        return _load_synthetic(cfg)
+    raise UserError(f"data.corpus: unknown corpus {cfg.corpus!r}; known: {', '.join(KNOWN_CORPORA)}")

@@ -1,0 +1,251 @@
+"""Batched greedy and beam search over the model's one decoder `step`.
+
+Both work on whole batches with tensor operations only: no Python loop over sentences or
+hypotheses inside the step loop. A sentence's result does not depend on the batch it is
+decoded in: every operation is row-wise (per sentence), and each sentence has its own length
+limit `a * source_length + b`.
+
+Beam search follows fairseq/GNMT: at each step the 2K best continuations of the K live
+hypotheses are ranked; those among the top K that end in EOS are finished (scored with the
+GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha, |Y| counting EOS), the best K that do not
+end in EOS live on. A sentence is done once it has K finished hypotheses; the loop exits when
+every sentence is done. With K = 1 this is exactly greedy search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from attnmt.vocab import BOS, EOS, PAD
+
+
+class StepModel(Protocol):
+    """What search needs from a model (Seq2Seq provides it).
+
+    encode(src (B, S), src_lengths (B,)) -> encoder output with `.index_select(rows)`;
+    init_state(encoder_output) -> decoder state with `.index_select(rows)`;
+    decode_step(prev_tokens (B,), state, encoder_output) -> (logits (B, V), state, attention (B, S)).
+    """
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> Any: ...
+
+    def init_state(self, encoder_output: Any) -> Any: ...
+
+    def decode_step(
+        self, prev_tokens: torch.Tensor, state: Any, encoder_output: Any
+    ) -> tuple[torch.Tensor, Any, torch.Tensor]: ...
+
+
+@dataclass
+class Hypothesis:
+    """One output: tokens without BOS/EOS; attention (len(tokens) + 1, S) has one row per
+    generated token, EOS included, over the sentence's real source positions. At the length
+    limit EOS is forced, so every hypothesis ends with EOS."""
+
+    tokens: list[int]
+    score: float  # log-probability / length penalty (the ranking score)
+    log_prob: float  # summed log-probability of the generated tokens (EOS included)
+    attention: torch.Tensor
+
+
+def length_penalty(lengths: torch.Tensor, alpha: float) -> torch.Tensor:
+    """GNMT length penalty ((5 + |Y|) / 6) ** alpha (Wu et al. 2016); 1 when alpha = 0."""
+    return ((5.0 + lengths.to(torch.float32)) / 6.0) ** alpha
+
+
+def max_lengths(src_lengths: torch.Tensor, a: float, b: int) -> torch.Tensor:
+    """Per-sentence output limit in tokens (EOS included): floor(a * S_i) + b."""
+    return (src_lengths.to(torch.float32) * a).floor().long() + b
+
+
+def _hypothesis(tokens: torch.Tensor, attention: torch.Tensor, log_prob: float, score: float, src_length: int):
+    """Trim a stored row: tokens (L,) possibly padded, attention (L, S)."""
+    token_list = tokens.tolist()
+    length = token_list.index(PAD) if PAD in token_list else len(token_list)
+    words = token_list[: length - 1] if length and token_list[length - 1] == EOS else token_list[:length]
+    return Hypothesis(words, score, log_prob, attention[:length, :src_length].clone())
+
+
+@torch.no_grad()
+def greedy(
+    model: StepModel, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_a: float = 1.5, max_len_b: int = 10
+) -> list[Hypothesis]:
+    """Greedy decoding of a batch: src (B, S) long, src_lengths (B,) -> one Hypothesis per sentence."""
+    assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
+    batch_size, device = src.size(0), src.device
+    encoder_output = model.encode(src, src_lengths)
+    state = model.init_state(encoder_output)
+    limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)  # (B,)
+    prev = torch.full((batch_size,), BOS, dtype=torch.long, device=device)
+    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    log_probs = torch.zeros(batch_size, device=device)
+    tokens, attentions = [], []
+    for step in range(int(limits.max())):
+        logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B, V), (B, S)
+        step_log_probs = torch.log_softmax(logits.float(), dim=-1)
+        last = step + 1 >= limits  # (B,) the sentence's last allowed token: force EOS, as beam search does
+        step_log_probs = step_log_probs.masked_fill(
+            last[:, None] & (torch.arange(logits.size(-1), device=device) != EOS), -torch.inf
+        )
+        best = step_log_probs.argmax(dim=-1)  # (B,)
+        best = torch.where(done, torch.full_like(best, PAD), best)
+        log_probs += torch.where(done, 0.0, step_log_probs.gather(1, best[:, None]).squeeze(1))
+        tokens.append(best)
+        attentions.append(attention.float())
+        done |= best == EOS
+        prev = best
+        if bool(done.all()):
+            break
+    token_matrix = torch.stack(tokens, dim=1).cpu()  # (B, L)
+    attention_tensor = torch.stack(attentions, dim=1).cpu()  # (B, L, S)
+    log_probs = log_probs.cpu()
+    return [
+        _hypothesis(token_matrix[i], attention_tensor[i], float(log_probs[i]), float(log_probs[i]), int(src_lengths[i]))
+        for i in range(batch_size)
+    ]
+
+
+@dataclass
+class _Beams:
+    """Live hypotheses, K per sentence, flattened to (B*K) rows for the model."""
+
+    log_probs: torch.Tensor  # (B, K) summed log-probabilities
+    tokens: torch.Tensor  # (B, K, t) generated so far
+    attention: torch.Tensor  # (B, K, t, S)
+
+
+@dataclass
+class _Finished:
+    """The best K finished hypotheses per sentence (-inf scores mark empty slots)."""
+
+    scores: torch.Tensor  # (B, K) length-penalized
+    log_probs: torch.Tensor  # (B, K)
+    tokens: torch.Tensor  # (B, K, L_max) PAD after EOS
+    attention: torch.Tensor  # (B, K, L_max, S)
+    count: torch.Tensor  # (B,) how many have finished so far (may exceed K)
+
+
+def _merge_finished(
+    finished: _Finished, candidate_scores, candidate_log_probs, candidate_tokens, candidate_attention
+) -> _Finished:
+    """Keep the K best of the finished set and the new candidates (-inf = not a candidate)."""
+    beam = finished.scores.size(1)
+    length = candidate_tokens.size(2)
+    pad = finished.tokens.size(2) - length
+    candidate_tokens = torch.nn.functional.pad(candidate_tokens, (0, pad), value=PAD)
+    candidate_attention = torch.nn.functional.pad(candidate_attention, (0, 0, 0, pad))
+    scores = torch.cat([finished.scores, candidate_scores], dim=1)  # (B, K + C)
+    top_scores, top = scores.topk(beam, dim=1)  # (B, K)
+    gather = top[:, :, None]
+
+    def pick(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        pool = torch.cat([old, new], dim=1)  # (B, K + C, ...)
+        index = gather.view(*gather.shape[:2], *([1] * (pool.dim() - 2))).expand(-1, -1, *pool.shape[2:])
+        return pool.gather(1, index)
+
+    return _Finished(
+        scores=top_scores,
+        log_probs=torch.cat([finished.log_probs, candidate_log_probs], dim=1).gather(1, top),
+        tokens=pick(finished.tokens, candidate_tokens),
+        attention=pick(finished.attention, candidate_attention),
+        count=finished.count + (candidate_scores > float("-inf")).sum(dim=1),
+    )
+
+
+def _gather_beams(values: torch.Tensor, origin: torch.Tensor) -> torch.Tensor:
+    """values (B, K, ...) indexed by origin (B, C) along the beam axis -> (B, C, ...)."""
+    index = origin.view(*origin.shape, *([1] * (values.dim() - 2))).expand(-1, -1, *values.shape[2:])
+    return values.gather(1, index)
+
+
+def _empty_finished(batch_size: int, beam: int, max_length: int, src_len: int, device) -> _Finished:
+    return _Finished(
+        scores=torch.full((batch_size, beam), float("-inf"), device=device),
+        log_probs=torch.full((batch_size, beam), float("-inf"), device=device),
+        tokens=torch.full((batch_size, beam, max_length), PAD, dtype=torch.long, device=device),
+        attention=torch.zeros(batch_size, beam, max_length, src_len, device=device),
+        count=torch.zeros(batch_size, dtype=torch.long, device=device),
+    )
+
+
+@torch.no_grad()
+def beam_search(
+    model: StepModel,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    *,
+    beam_size: int = 5,
+    n_best: int = 1,
+    alpha: float = 1.0,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+) -> list[list[Hypothesis]]:
+    """Beam search of a batch: src (B, S), src_lengths (B,) -> per sentence its n_best hypotheses, best first."""
+    assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
+    if beam_size < 1 or not 1 <= n_best <= beam_size:
+        raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got {beam_size} and {n_best}")
+    batch_size, src_len, device, beam = src.size(0), src.size(1), src.device, beam_size
+    encoder_output = model.encode(src, src_lengths)
+    encoder_output = encoder_output.index_select(torch.arange(batch_size, device=device).repeat_interleave(beam))
+    state = model.init_state(encoder_output)  # (B*K) rows
+    limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)  # (B,)
+    max_limit = int(limits.max())
+    start = torch.full((batch_size, beam), float("-inf"), device=device)
+    start[:, 0] = 0.0  # all K beams start identical: keep one alive so the first step does not repeat it K times
+    beams = _Beams(start, src.new_empty(batch_size, beam, 0), torch.zeros(batch_size, beam, 0, src_len, device=device))
+    finished = _empty_finished(batch_size, beam, max_limit, src_len, device)
+    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    prev = torch.full((batch_size * beam,), BOS, dtype=torch.long, device=device)
+    first_k = torch.arange(2 * beam, device=device)[None, :] < beam  # (1, 2K)
+    row_offsets = torch.arange(batch_size, device=device)[:, None] * beam  # (B, 1)
+    for step in range(max_limit):
+        logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B*K, V), (B*K, S)
+        vocab_size = logits.size(-1)
+        step_log_probs = torch.log_softmax(logits.float(), dim=-1).view(batch_size, beam, vocab_size)
+        last = step + 1 >= limits  # (B,) this is the sentence's last allowed token: it must be EOS
+        not_eos = torch.arange(vocab_size, device=device) != EOS
+        step_log_probs = step_log_probs.masked_fill(last[:, None, None] & not_eos, float("-inf"))
+        totals = beams.log_probs[:, :, None] + step_log_probs  # (B, K, V)
+        candidate_log_probs, flat = totals.view(batch_size, -1).topk(2 * beam, dim=1)  # (B, 2K)
+        origin, token = flat // vocab_size, flat % vocab_size  # (B, 2K) source beam and new token
+        candidate_tokens = torch.cat([_gather_beams(beams.tokens, origin), token[:, :, None]], dim=2)
+        step_attention = _gather_beams(attention.float().view(batch_size, beam, src_len), origin)  # (B, 2K, S)
+        candidate_attention = torch.cat([_gather_beams(beams.attention, origin), step_attention[:, :, None]], dim=2)
+        is_eos = token == EOS
+        finishing = is_eos & first_k & ~done[:, None] & (candidate_log_probs > float("-inf"))
+        penalty = length_penalty(torch.tensor(step + 1), alpha)
+        finished = _merge_finished(
+            finished,
+            torch.where(finishing, candidate_log_probs / penalty, float("-inf")),
+            torch.where(finishing, candidate_log_probs, float("-inf")),
+            candidate_tokens,
+            candidate_attention,
+        )
+        done |= (finished.count >= beam) | last
+        if bool(done.all()):
+            break
+        live_log_probs, pick = candidate_log_probs.masked_fill(is_eos, float("-inf")).topk(beam, dim=1)  # (B, K)
+        beams = _Beams(live_log_probs, _gather_beams(candidate_tokens, pick), _gather_beams(candidate_attention, pick))
+        state = state.index_select((row_offsets + origin.gather(1, pick)).view(-1))
+        prev = beams.tokens[:, :, -1].reshape(-1)
+    return _collect(finished, src_lengths, n_best)
+
+
+def _collect(finished: _Finished, src_lengths: torch.Tensor, n_best: int) -> list[list[Hypothesis]]:
+    scores, log_probs = finished.scores.cpu(), finished.log_probs.cpu()
+    tokens, attention = finished.tokens.cpu(), finished.attention.cpu()
+    results = []
+    for i in range(scores.size(0)):
+        results.append(
+            [
+                _hypothesis(
+                    tokens[i, k], attention[i, k], float(log_probs[i, k]), float(scores[i, k]), int(src_lengths[i])
+                )
+                for k in range(n_best)
+                if scores[i, k] > float("-inf")
+            ]
+        )
+    return results

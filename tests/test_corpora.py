@@ -1,0 +1,420 @@
+"""attnmt.corpora: the real corpora, leakage-free splits, verified downloads, and bad input.
+
+No test reaches the outside network: every download URL points at 127.0.0.1. The real
+corpora are read from $ATTNMT_DATA (default: the repository's sibling `shared/data`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import http.server
+import io
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from attnmt import corpora
+from attnmt.config import DataConfig
+from attnmt.tokenize import WordTokenizer
+from attnmt.utils import UserError
+
+SHARED_DATA = Path(os.environ.get("ATTNMT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+TATOEBA_NAME = "tatoeba-eng-fra/fra.txt.gz"
+needs_tatoeba = pytest.mark.skipif(not (SHARED_DATA / TATOEBA_NAME).is_file(), reason="no local Tatoeba copy")
+needs_multi30k = pytest.mark.skipif(
+    not (SHARED_DATA / "multi30k" / "train.en.gz").is_file(), reason="no local Multi30k copy"
+)
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: connection refused, never the internet
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """A private empty cache, no $ATTNMT_DATA, and download URLs that cannot leave this machine."""
+    monkeypatch.setenv("ATTNMT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ATTNMT_DATA", raising=False)
+    for name, remote in list(corpora.REMOTE_FILES.items()):
+        local_url = f"{UNREACHABLE}/{remote.url.rsplit('/', 1)[-1]}"
+        monkeypatch.setitem(corpora.REMOTE_FILES, name, dataclasses.replace(remote, url=local_url))
+    return tmp_path / "cache"
+
+
+def put(path: Path, text: str | bytes) -> Path:
+    """Write `text` to `path` (gzipped if the name ends in .gz), creating folders."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+    return path
+
+
+def sources(examples: list[corpora.Example]) -> set[str]:
+    return {example.src for example in examples}
+
+
+# --- the real corpora --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tatoeba_pairs():
+    return corpora.read_tsv(SHARED_DATA / TATOEBA_NAME)
+
+
+@pytest.fixture(scope="module")
+def tatoeba_full():
+    return corpora.load_corpus(DataConfig(), data_dir=str(SHARED_DATA))
+
+
+@needs_tatoeba
+def test_tatoeba_is_read_whole_with_its_attribution(tatoeba_full, tatoeba_pairs):
+    assert tatoeba_full.raw_pairs == len(tatoeba_pairs) == 167_130
+    assert len({src for src, _ in tatoeba_pairs}) == 116_830
+    assert "tatoeba.org" in tatoeba_full.attribution and "CC BY 2.0" in tatoeba_full.attribution
+    held_out_refs = sum(len(example.refs) for example in tatoeba_full.valid + tatoeba_full.test)
+    assert len(tatoeba_full.train) + held_out_refs == 167_130  # no filter: every pair lands somewhere
+
+
+@needs_tatoeba
+def test_tatoeba_split_never_shares_a_source_and_keeps_every_reference(tatoeba_full, tatoeba_pairs):
+    train_sources = {src for src, _ in tatoeba_full.train}
+    valid_sources, test_sources = sources(tatoeba_full.valid), sources(tatoeba_full.test)
+    assert len(valid_sources) == len(tatoeba_full.valid) == 1000
+    assert len(test_sources) == len(tatoeba_full.test) == 1000
+    assert not train_sources & valid_sources and not train_sources & test_sources and not valid_sources & test_sources
+    all_refs: dict[str, set[str]] = {}
+    for src, tgt in tatoeba_pairs:
+        all_refs.setdefault(src, set()).add(tgt)
+    for example in tatoeba_full.valid + tatoeba_full.test:
+        assert set(example.refs) == all_refs[example.src]
+    assert any(len(example.refs) > 1 for example in tatoeba_full.test)
+
+
+@needs_tatoeba
+def test_tatoeba_split_is_fixed_by_the_seed(tatoeba_full):
+    again = corpora.load_corpus(DataConfig(), data_dir=str(SHARED_DATA))
+    assert again == tatoeba_full
+    other = corpora.load_corpus(DataConfig(split_seed=7), data_dir=str(SHARED_DATA))
+    assert sources(other.test) != sources(tatoeba_full.test)
+    assert len(other.test) == 1000
+
+
+@needs_tatoeba
+def test_tatoeba_test_set_does_not_move_with_valid_size(tatoeba_pairs):
+    _, _, test = corpora.split_by_source(tatoeba_pairs, valid_size=1000, test_size=1000, seed=1234)
+    _, _, same_test = corpora.split_by_source(tatoeba_pairs, valid_size=10, test_size=1000, seed=1234)
+    assert test == same_test
+
+
+def test_split_does_not_depend_on_the_hash_seed():
+    script = (
+        "from attnmt.corpora import split_by_source\n"
+        "pairs = [(f'source {i % 50}', f'target {i}') for i in range(200)]\n"
+        "print(split_by_source(pairs, valid_size=5, test_size=5, seed=3))\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for hash_seed in ("1", "2")
+    }
+    assert len(outputs) == 1
+
+
+@needs_tatoeba
+def test_french_to_english_splits_by_distinct_french_source(tatoeba_pairs):
+    splits = corpora.load_corpus(DataConfig(src_lang="fr", tgt_lang="en"), data_dir=str(SHARED_DATA))
+    train_sources = {src for src, _ in splits.train}
+    assert len(sources(splits.test)) == 1000
+    assert not train_sources & (sources(splits.valid) | sources(splits.test))
+    french = {fr for _, fr in tatoeba_pairs}
+    assert sources(splits.test) <= french and {src for src, _ in splits.train[:100]} <= french
+
+
+@needs_tatoeba
+def test_short_subset_bounds_every_split():
+    splits = corpora.load_corpus(DataConfig(subset="short"), data_dir=str(SHARED_DATA))
+    english, french = WordTokenizer("en"), WordTokenizer("fr")
+    assert splits.raw_pairs == 167_130
+    assert len(splits.test) == 1000 and len(splits.valid) == 1000
+    held_out = [(example.src, ref) for example in splits.valid + splits.test for ref in example.refs]
+    # Tokenizing all ~115k training pairs again would double the test's time; a sample will do.
+    for src, tgt in held_out + random.Random(0).sample(splits.train, 3000):
+        assert len(english.tokenize(src)) <= 8 and len(french.tokenize(tgt)) <= 12
+    assert 100_000 < len(splits.train) < 167_130
+
+
+@needs_multi30k
+def test_multi30k_official_splits_from_attnmt_data(monkeypatch):
+    monkeypatch.setenv("ATTNMT_DATA", str(SHARED_DATA))
+    splits = corpora.load_corpus(DataConfig(corpus="multi30k", src_lang="de", tgt_lang="en"))
+    assert splits.raw_pairs == len(splits.train) == 29_000
+    assert len(splits.valid) == 1014 and len(splits.test) == 1000
+    assert all(len(example.refs) == 1 for example in splits.test)
+    assert "Multi30K" in splits.attribution
+
+
+def test_multi30k_rejects_missing_languages_and_splits():
+    with pytest.raises(UserError, match=r"test_2017_flickr has no 'cs'.*train, val, test_2016_flickr"):
+        corpora.load_corpus(DataConfig(corpus="multi30k", src_lang="en", tgt_lang="cs", test_split="test_2017_flickr"))
+    with pytest.raises(UserError, match=r"data\.valid_split: unknown multi30k split 'dev'; known: train, val"):
+        corpora.load_corpus(DataConfig(corpus="multi30k", valid_split="dev"))
+
+
+# --- finding local copies ----------------------------------------------------------------
+
+TINY_TATOEBA = "".join(f"Sentence {i}.\tPhrase {i}.\n" for i in range(8)) + "Sentence 0.\tAutre phrase 0.\n"
+
+
+def test_data_dir_then_environment_then_cache(tmp_path, monkeypatch, isolated):
+    mine = tmp_path / "mine"
+    plain = put(mine / "tatoeba-eng-fra" / "fra.txt", TINY_TATOEBA)  # uncompressed is accepted
+    assert corpora.locate(TATOEBA_NAME, mine) == plain
+    splits = corpora.load_corpus(DataConfig(valid_size=1, test_size=1), data_dir=str(mine))
+    assert splits.raw_pairs == 9
+    monkeypatch.setenv("ATTNMT_DATA", str(mine))
+    assert corpora.locate(TATOEBA_NAME) == plain
+    monkeypatch.delenv("ATTNMT_DATA")
+    cached = put(isolated / TATOEBA_NAME, TINY_TATOEBA)
+    assert corpora.locate(TATOEBA_NAME) == cached
+
+
+# --- downloading -------------------------------------------------------------------------
+
+
+class FakeServer(http.server.ThreadingHTTPServer):
+    """Serves `routes[path] = (body, announced length)`; records every request path."""
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), FakeHandler)
+        self.routes: dict[str, tuple[bytes, int]] = {}
+        self.requests: list[str] = []
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}{path}"
+
+
+class FakeHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.server.requests.append(self.path)
+        if self.path not in self.server.routes:
+            self.send_error(404)
+            return
+        body, announced = self.server.routes[self.path]
+        self.send_response(200)
+        self.send_header("Content-Length", str(announced))
+        self.end_headers()
+        self.wfile.write(body)  # HTTP/1.0: the connection closes after this, short or not
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    fake = FakeServer()
+    thread = threading.Thread(target=fake.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield fake
+    fake.shutdown()
+    fake.server_close()
+
+
+def tiny_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as bundle:
+        bundle.writestr("fra-eng/fra.txt", TINY_TATOEBA)
+        bundle.writestr("fra-eng/_about.txt", "about")
+    return buffer.getvalue()
+
+
+def serve(server, monkeypatch, name: str, body: bytes, *, checksum: str | None = None, announced: int | None = None):
+    """Point the remote file `name` at `server`, expecting `checksum` (default: the body's)."""
+    remote = corpora.REMOTE_FILES[name]
+    path = "/" + name.replace("/", "-")
+    server.routes[path] = (body, len(body) if announced is None else announced)
+    checksum = checksum or hashlib.new(remote.algorithm, body).hexdigest()
+    replacement = dataclasses.replace(remote, url=server.url(path), checksum=checksum)
+    monkeypatch.setitem(corpora.REMOTE_FILES, name, replacement)
+    return server.url(path)
+
+
+def files_under(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*") if path.is_file()]
+
+
+def test_zip_download_lands_in_the_cache_once(server, monkeypatch, isolated):
+    serve(server, monkeypatch, TATOEBA_NAME, tiny_zip())
+    cfg = DataConfig(valid_size=1, test_size=1)
+    first = corpora.load_corpus(cfg)
+    assert files_under(isolated) == [isolated / TATOEBA_NAME]
+    assert gzip.decompress((isolated / TATOEBA_NAME).read_bytes()).decode() == TINY_TATOEBA
+    second = corpora.load_corpus(cfg)
+    assert len(server.requests) == 1 and first == second and first.raw_pairs == 9
+
+
+def test_gz_download_is_stored_as_is(server, monkeypatch, isolated):
+    body = gzip.compress(b"A dog runs.\n")
+    serve(server, monkeypatch, "multi30k/val.en.gz", body)
+    assert corpora.locate("multi30k/val.en.gz").read_bytes() == body
+    assert corpora.locate("multi30k/val.en.gz") == isolated / "multi30k" / "val.en.gz"
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("name", [TATOEBA_NAME, "multi30k/val.en.gz"])
+def test_checksum_mismatch_leaves_nothing(server, monkeypatch, isolated, name):
+    url = serve(server, monkeypatch, name, tiny_zip(), checksum="0" * 40)
+    actual = hashlib.new(corpora.REMOTE_FILES[name].algorithm, tiny_zip()).hexdigest()
+    with pytest.raises(UserError) as caught:
+        corpora.locate(name)
+    message = str(caught.value)
+    assert url in message and "0" * 40 in message and actual in message and "\n" not in message
+    assert files_under(isolated) == []
+
+
+def test_interrupted_transfer_leaves_nothing(server, monkeypatch, isolated):
+    body = gzip.compress(b"A dog runs.\n" * 100)
+    url = serve(server, monkeypatch, "multi30k/val.en.gz", body, announced=len(body) + 5000)
+    with pytest.raises(UserError, match="interrupted") as caught:
+        corpora.locate("multi30k/val.en.gz")
+    assert url in str(caught.value)
+    assert files_under(isolated) == []
+
+
+def test_offline_without_local_copy_says_where_to_put_it(isolated):
+    url = corpora.REMOTE_FILES[TATOEBA_NAME].url
+    with pytest.raises(UserError) as caught:
+        corpora.load_corpus(DataConfig())
+    message = str(caught.value)
+    assert url in message and "--data-dir" in message and "ATTNMT_DATA" in message
+    assert str(isolated / TATOEBA_NAME) in message and "\n" not in message
+    assert files_under(isolated) == []
+
+
+# --- user data and synthetic tasks -------------------------------------------------------
+
+
+def test_parallel_files_with_prefix_and_gzip(tmp_path):
+    put(tmp_path / "train.en.gz", "".join(f"s{i}\n" for i in range(30)))
+    put(tmp_path / "train.fr", "".join(f"t{i}\n" for i in range(30)))
+    put(tmp_path / "dev.en", "a\na\n")
+    put(tmp_path / "dev.fr", "b\nc\n")
+    cfg = DataConfig(corpus="files", train=str(tmp_path / "train"), valid=str(tmp_path / "dev"), test_size=5)
+    splits = corpora.load_corpus(cfg)
+    assert splits.raw_pairs == 30 and len(splits.train) == 25 and splits.attribution is None
+    assert splits.valid == [corpora.Example("a", ("b",)), corpora.Example("a", ("c",))]  # given: one per line
+    assert len(splits.test) == 5 and not sources(splits.test) & {src for src, _ in splits.train}
+
+
+def test_training_filters_leave_valid_and_test_alone(tmp_path):
+    lines = ["a\tb", "a b c d\tb", "a\tb c d e", "x y\tz w", "p\tq", "long long long\tlong long long"]
+    put(tmp_path / "train.tsv", "\n".join(lines) + "\n")
+    put(tmp_path / "test.tsv", "a b c d e f\tg\n")
+    held_out = str(tmp_path / "test.tsv")
+    cfg = DataConfig(
+        corpus="tsv",
+        train=str(tmp_path / "train.tsv"),
+        valid=held_out,
+        test=held_out,
+        max_src_tokens=3,
+        max_tgt_tokens=3,
+        max_length_ratio=2.0,
+    )
+    splits = corpora.load_corpus(cfg)
+    assert splits.train == [("a", "b"), ("x y", "z w"), ("p", "q"), ("long long long", "long long long")]
+    assert splits.test == [corpora.Example("a b c d e f", ("g",))]
+
+
+def test_short_limits_by_language():
+    assert corpora.short_limits("en", "fr") == (8, 12)
+    assert corpora.short_limits("fr", "en") == (12, 8)
+    assert corpora.short_limits("de", "cs") == (8, 12)
+
+
+def test_synthetic_splits_are_seeded_and_disjoint():
+    cfg = DataConfig(corpus="reverse", synthetic_size=300, valid_size=30, test_size=20, synthetic_max_len=6)
+    splits = corpora.load_corpus(cfg)
+    assert splits.raw_pairs == 300 and len(splits.valid) == 30 and len(splits.test) == 20
+    assert not {src for src, _ in splits.train} & (sources(splits.valid) | sources(splits.test))
+    assert corpora.load_corpus(cfg) == splits
+    assert corpora.load_corpus(cfg.model_copy(update={"split_seed": 5})).test != splits.test
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+def load_files(tmp_path, **overrides):
+    cfg = DataConfig(corpus="files", train=str(tmp_path / "train"), valid_size=1, test_size=1, **overrides)
+    return corpora.load_corpus(cfg)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(UserError, match=re.escape(f"{tmp_path / 'train.en'}: file not found")):
+        load_files(tmp_path)
+    with pytest.raises(UserError, match=r"nope\.tsv: file not found"):
+        corpora.load_corpus(DataConfig(corpus="tsv", train=str(tmp_path / "nope.tsv")))
+
+
+def test_line_counts_must_match(tmp_path):
+    put(tmp_path / "train.en", "a\nb\nc\n")
+    put(tmp_path / "train.fr.gz", "a\nb\n")
+    with pytest.raises(UserError) as caught:
+        load_files(tmp_path)
+    message = str(caught.value)
+    assert "train.en has 3 lines" in message and "train.fr.gz has 2" in message
+
+
+def test_empty_line_is_located(tmp_path):
+    put(tmp_path / "train.en", "a\nb\nc\n")
+    put(tmp_path / "train.fr", "a\n  \nc\n")
+    with pytest.raises(UserError, match=r"train\.fr:2: empty line"):
+        load_files(tmp_path)
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_invalid_utf8_is_located(tmp_path, suffix):
+    put(tmp_path / f"train.en{suffix}", "a\nb\nc\n")
+    put(tmp_path / f"train.fr{suffix}", "é\nb\nc \xff\n".encode() + b"\xff\n")
+    with pytest.raises(UserError, match=rf"train\.fr{suffix}:4: not valid UTF-8"):
+        load_files(tmp_path)
+
+
+def test_tsv_line_without_tab_is_located(tmp_path):
+    put(tmp_path / "pairs.tsv.gz", "a\tb\nc\td\nno tab here\n")
+    with pytest.raises(UserError, match=r"pairs\.tsv\.gz:3: no tab"):
+        corpora.load_corpus(DataConfig(corpus="tsv", train=str(tmp_path / "pairs.tsv.gz")))
+
+
+def test_unknown_corpus_lists_the_known_ones():
+    with pytest.raises(UserError, match="unknown corpus 'europarl'; known: tatoeba-eng-fra, multi30k, files, tsv"):
+        corpora.load_corpus(DataConfig(corpus="europarl"))
+
+
+def test_unknown_language_pair_lists_the_known_ones():
+    with pytest.raises(UserError, match="tatoeba-eng-fra has no en-de pair; known pairs: en-fr, fr-en"):
+        corpora.load_corpus(DataConfig(tgt_lang="de"))
+    with pytest.raises(UserError, match="multi30k has no fr-fr pair; known pairs: en-de, en-fr, en-cs"):
+        corpora.load_corpus(DataConfig(corpus="multi30k", src_lang="fr"))
+
+
+def test_held_out_sizes_must_leave_training_data(tmp_path):
+    put(tmp_path / "pairs.tsv", TINY_TATOEBA)
+    with pytest.raises(UserError, match=r"data.valid_size \(5\) \+ data.test_size \(3\).*\(8\)"):
+        corpora.load_corpus(DataConfig(corpus="tsv", train=str(tmp_path / "pairs.tsv"), valid_size=5, test_size=3))
+
+
+def test_unwritable_cache_is_a_user_error(tmp_path, monkeypatch):
+    blocker = put(tmp_path / "not-a-folder", "x")
+    monkeypatch.setenv("ATTNMT_CACHE", str(blocker))
+    with pytest.raises(UserError, match="ATTNMT_CACHE"):
+        corpora.locate(TATOEBA_NAME)
