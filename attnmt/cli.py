@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from attnmt.config import load_config
-from attnmt.utils import UserError
+from attnmt.utils import Interrupted, UserError
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +36,12 @@ def _build_parser() -> argparse.ArgumentParser:
 
     validate = commands.add_parser("validate", help="check a config and print it with every default filled in")
     _add_config_arguments(validate)
+
+    train = commands.add_parser("train", help="train a model (under torchrun: one process per device)")
+    train.add_argument("config", nargs="?", help="YAML config file (not needed with --resume)")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    train.add_argument("--data-dir", help="folder holding the corpora (else $ATTNMT_DATA, the cache, download)")
 
     data = commands.add_parser("data", help="inspect a config's data")
     data_commands = data.add_subparsers(dest="data_command", required=True)
@@ -92,7 +98,34 @@ def _run_data_stats(args: argparse.Namespace, console: Console) -> None:
     if figures["attribution"]:
         console.print(f"[dim]{figures['attribution']}[/dim]")
     if args.json_path:
-        write_text_atomic(args.json_path, json.dumps(figures, indent=2) + "\n")
+        try:
+            write_text_atomic(args.json_path, json.dumps(figures, indent=2) + "\n")
+        except OSError as exc:  # a folder, a read-only place, a full disk
+            raise UserError(f"--json {args.json_path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _run_train(args: argparse.Namespace, console: Console) -> None:
+    from pathlib import Path
+
+    from attnmt.train import fit
+
+    if args.resume:
+        if args.config:
+            raise UserError("give either a config or --resume RUN_DIR (the run's own config.yaml is used)")
+        config_path = Path(args.resume) / "config.yaml"
+        if not config_path.exists():
+            raise UserError(f"{args.resume}: not a run directory (no config.yaml)")
+        config = load_config(config_path, [*args.overrides, f"train.run_dir={args.resume}"])
+    elif args.config:
+        config = load_config(args.config, args.overrides)
+    else:
+        raise UserError("train needs a config file, or --resume RUN_DIR")
+    summary = fit(config, resume=bool(args.resume), data_dir=args.data_dir, log=console.print)
+    best = summary["best_score"]
+    console.print(
+        f"done: {summary['steps']} steps in {summary['elapsed'] / 60:.1f} min, best validation "
+        f"{config.train.early_stopping_metric} {best if best is None else round(best, 2)}; run in {summary['run_dir']}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -101,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "validate":
             _run_validate(args, console)
+        elif args.command == "train":
+            _run_train(args, console)
         elif args.command == "data":
             _run_data_stats(args, console)
         return 0
@@ -108,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in str(error).splitlines() or ["(no message)"]:
             print(f"attnmt: error: {line}", file=sys.stderr)
         return 2
+    except Interrupted as interruption:
+        print(f"attnmt: {interruption}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("attnmt: interrupted", file=sys.stderr)
         return 130

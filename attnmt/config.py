@@ -47,7 +47,9 @@ class DataConfig(_Section):
     test_size: int = Field(1000, ge=1, description="distinct sources held out for testing (unsplit corpora)")
     split_seed: int = 1234
     subset: Literal["full", "short"] = Field(
-        "full", description="short: source <= 8 and target <= 12 word tokens, punctuation counted"
+        "full",
+        description="short: English <= 8 word tokens, French <= 12, punctuation counted; "
+        "other languages: 8 for the source, 12 for the target",
     )
     max_src_tokens: int | None = Field(None, ge=1, description="drop training pairs with longer sources (word tokens)")
     max_tgt_tokens: int | None = Field(None, ge=1, description="drop training pairs with longer targets (word tokens)")
@@ -206,6 +208,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: config file not found") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror}); expected a YAML config file") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:

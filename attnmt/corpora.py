@@ -1,10 +1,8 @@
-"""Known corpora: where their files live, verified download into a cache, reading, splits.
+"""Known corpora: reading their files, subsets, filters and splits.
 
 `load_corpus(cfg)` turns a `DataConfig` into `CorpusSplits` of raw text (untokenized, original
-casing). A built-in corpus file is looked up in `data_dir` (config or `--data-dir`), then
-`$ATTNMT_DATA`, then the cache (`$ATTNMT_CACHE`, else `~/.cache/attnmt`), and only then
-downloaded into the cache. All three folders share one layout (`tatoeba-eng-fra/fra.txt.gz`,
-`multi30k/train.en.gz`, ...), so a cache can be copied and used as a data folder.
+casing). The files of the built-in corpora are found (or downloaded, verified) by
+`download.locate`: `data_dir` (config or `--data-dir`), then `$ATTNMT_DATA`, then the cache.
 
 Corpora without an official split (Tatoeba, user data without valid/test) are split by
 distinct source sentence, so that no source sentence is in two splits and a held-out source
@@ -15,15 +13,8 @@ from __future__ import annotations
 
 import functools
 import gzip
-import hashlib
-import http.client
 import os
 import random
-import shutil
-import sys
-import tempfile
-import urllib.request
-import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,8 +22,9 @@ from pathlib import Path
 
 from attnmt import synthetic
 from attnmt.config import DataConfig
+from attnmt.download import locate
 from attnmt.tokenize import WordTokenizer
-from attnmt.utils import UserError, atomic_path
+from attnmt.utils import UserError
 
 TATOEBA_ATTRIBUTION = (
     "Sentence pairs from the Tatoeba Project (https://tatoeba.org), contributors of tatoeba.org, "
@@ -90,148 +82,6 @@ class CorpusSplits:
     raw_pairs: int
 
 
-@dataclass(frozen=True)
-class RemoteFile:
-    """Where a corpus file is downloaded from and how to recognise the right bytes.
-
-    When `archive_member` is set, the download is a zip: its checksum is checked, then the
-    member is stored gzipped under the local name and the zip is deleted.
-    """
-
-    url: str
-    algorithm: str
-    checksum: str
-    archive_member: str | None = None
-
-
-_MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}.gz"
-_MULTI30K_SHA256 = {
-    "test_2016_flickr.cs": "200a4a74cc9560f051924abb9803be008d1908d77f747e9141aeb86dfd2797f1",
-    "test_2016_flickr.de": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
-    "test_2016_flickr.en": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
-    "test_2016_flickr.fr": "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
-    "test_2017_flickr.de": "a2c89666db00c495cd8513b9d708d5a3acc205d7de312ef2bf5fb7ebc1540aee",
-    "test_2017_flickr.en": "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074",
-    "test_2017_flickr.fr": "3ba671ceb2299f3304ffafefea7a833d08632fbaf0ba18546f8a2ec2391af496",
-    "train.cs": "a65adb8b32e3bc664f21ecba7a6e7f6950fd1f405e135f7c312faabdb6255077",
-    "train.de": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
-    "train.en": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
-    "train.fr": "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c",
-    "val.cs": "b63226e05c4bd5dd6a42897d74b86a1b9d2c31498252c572b1ea7f7996927fcc",
-    "val.de": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
-    "val.en": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
-    "val.fr": "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9",
-}
-# Local name -> source. Tests (or a user with a mirror) replace entries here.
-REMOTE_FILES: dict[str, RemoteFile] = {
-    # d2l.ai's copy of the 2019-04-07 manythings.org release, with the sha1 d2l publishes.
-    "tatoeba-eng-fra/fra.txt.gz": RemoteFile(
-        url="http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip",
-        algorithm="sha1",
-        checksum="94646ad1522d915e7b0f9296181140edcf86a4f5",
-        archive_member="fra-eng/fra.txt",
-    ),
-    **{
-        f"multi30k/{name}.gz": RemoteFile(_MULTI30K_URL.format(name=name), "sha256", digest)
-        for name, digest in _MULTI30K_SHA256.items()
-    },
-}
-
-
-# --- finding and downloading files -------------------------------------------------------
-
-
-def cache_root() -> Path:
-    """The download cache: `$ATTNMT_CACHE`, else `~/.cache/attnmt`."""
-    return Path(os.environ.get("ATTNMT_CACHE") or Path.home() / ".cache" / "attnmt")
-
-
-def locate(name: str, data_dir: str | os.PathLike | None = None) -> Path:
-    """Path of the built-in corpus file `name` (e.g. "multi30k/train.en.gz"), downloaded if need be.
-
-    Looks in `data_dir`, `$ATTNMT_DATA` and the cache, in that order; a `.gz` file may also be
-    there uncompressed (e.g. `tatoeba-eng-fra/fra.txt`).
-    """
-    roots = [Path(root) for root in (data_dir, os.environ.get("ATTNMT_DATA"), cache_root()) if root]
-    candidates = [name, name.removesuffix(".gz")] if name.endswith(".gz") else [name]
-    for root in roots:
-        for candidate in candidates:
-            if (root / candidate).is_file():
-                return root / candidate
-    return download(name, searched=roots)
-
-
-def download(name: str, searched: list[Path] | tuple[Path, ...] = ()) -> Path:
-    """Download the built-in file `name` into the cache, verified, and return its path.
-
-    The bytes go to a temporary file beside the final one and are renamed into place only
-    after the checksum matched, so an interrupted or corrupt download leaves nothing behind.
-    """
-    remote = REMOTE_FILES[name]
-    destination = cache_root() / name
-    where = ", ".join(str(root) for root in searched) or "nowhere"
-    unzip = f" (the file is {remote.archive_member} in that zip)" if remote.archive_member else ""
-    hint = (
-        f"no local copy of {name} was found (looked in {where}); download it yourself{unzip} and put it "
-        f"at {destination} (gzipped or not), or point --data-dir or ATTNMT_DATA at a folder holding {name}"
-    )
-    print(f"attnmt: downloading {remote.url} -> {destination}", file=sys.stderr)
-    try:
-        with atomic_path(destination) as partial:
-            if remote.archive_member is None:
-                _fetch_verified(remote, partial, hint)
-            else:
-                _fetch_archive_member(remote, partial, hint)
-    except OSError as exc:  # the cache itself: not writable, disk full
-        raise UserError(f"cannot write {destination} ({exc}); set ATTNMT_CACHE to a writable folder") from None
-    return destination
-
-
-def _fetch_archive_member(remote: RemoteFile, destination: Path, hint: str) -> None:
-    """Download the zip beside `destination`, verify it, and gzip its member into `destination`."""
-    fd, archive_name = tempfile.mkstemp(prefix=".download.", suffix=".zip.tmp", dir=destination.parent)
-    os.close(fd)
-    archive = Path(archive_name)
-    try:
-        _fetch_verified(remote, archive, hint)
-        with (
-            zipfile.ZipFile(archive) as bundle,
-            bundle.open(remote.archive_member) as member,
-            open(destination, "wb") as raw,
-            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed,
-        ):
-            shutil.copyfileobj(member, packed)
-    except (zipfile.BadZipFile, KeyError) as exc:
-        raise UserError(f"{remote.url}: expected a zip holding {remote.archive_member} ({exc})") from None
-    finally:
-        archive.unlink(missing_ok=True)
-
-
-def _fetch_verified(remote: RemoteFile, path: Path, hint: str) -> None:
-    """Stream `remote.url` into `path`, then check its length and checksum (the caller deletes `path`)."""
-    digest = hashlib.new(remote.algorithm)
-    received = 0
-    try:
-        with urllib.request.urlopen(remote.url, timeout=60) as response, open(path, "wb") as out:
-            announced = response.headers.get("Content-Length")
-            while chunk := response.read(1 << 16):
-                digest.update(chunk)
-                out.write(chunk)
-                received += len(chunk)
-    except (OSError, ValueError, http.client.HTTPException) as exc:  # URLError is an OSError
-        raise UserError(f"could not download {remote.url} ({exc}); {hint}") from None
-    # urllib returns a short body without complaint when the server closes early.
-    if announced is not None and received != int(announced):
-        raise UserError(
-            f"download of {remote.url} was interrupted after {received} of {announced} bytes; try again, or: {hint}"
-        )
-    if digest.hexdigest() != remote.checksum:
-        raise UserError(
-            f"download of {remote.url} has the wrong checksum: expected {remote.algorithm} "
-            f"{remote.checksum}, got {digest.hexdigest()}; nothing was saved; {hint}"
-        )
-
-
 # --- reading text files ------------------------------------------------------------------
 
 
@@ -249,6 +99,8 @@ def read_lines(path: str | os.PathLike) -> list[str]:
         raise UserError(f"{path}: is a folder; expected a text file") from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise UserError(f"{path}: not a valid gzip file ({exc})") from None
+    except OSError as exc:  # no permission, a symlink loop, ...; after BadGzipFile, which is one too
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc}); expected a readable text file") from None
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
@@ -438,8 +290,9 @@ def _load_multi30k(cfg: DataConfig, data_dir: str | None) -> CorpusSplits:
     return _assemble(cfg, train, valid, test, MULTI30K_ATTRIBUTION)
 
 
-def _read_prefix(prefix: str, cfg: DataConfig) -> list[tuple[str, str]]:
-    """Pairs from `{prefix}.{src_lang}` and `{prefix}.{tgt_lang}`, each possibly gzipped."""
+def _read_prefix(prefix: str, key: str, cfg: DataConfig) -> list[tuple[str, str]]:
+    """Pairs from `{prefix}.{src_lang}` and `{prefix}.{tgt_lang}`, each possibly gzipped; `key` names
+    the config field (train, valid, test) that holds `prefix`."""
 
     def path_for(lang: str) -> Path:
         plain, packed = Path(f"{prefix}.{lang}"), Path(f"{prefix}.{lang}.gz")
@@ -447,7 +300,10 @@ def _read_prefix(prefix: str, cfg: DataConfig) -> list[tuple[str, str]]:
             return plain
         if packed.is_file():
             return packed
-        raise UserError(f"{plain}: file not found (nor {packed.name})")
+        raise UserError(
+            f"{plain}: file not found (nor {packed.name}); data.{key} must be a path prefix, "
+            f"completed by .{lang} or .{lang}.gz"
+        )
 
     return read_parallel(path_for(cfg.src_lang), path_for(cfg.tgt_lang))
 
@@ -457,12 +313,12 @@ def _load_user_data(cfg: DataConfig) -> CorpusSplits:
         expected = "a path prefix (.{lang} is appended)" if cfg.corpus == "files" else "a src<TAB>tgt file"
         raise UserError(f"data.train: corpus {cfg.corpus} needs data.train, {expected}")
 
-    def read(path: str | None) -> list[tuple[str, str]] | None:
+    def read(path: str | None, key: str) -> list[tuple[str, str]] | None:
         if path is None:
             return None
-        return _read_prefix(path, cfg) if cfg.corpus == "files" else read_tsv(path)
+        return _read_prefix(path, key, cfg) if cfg.corpus == "files" else read_tsv(path)
 
-    return _assemble(cfg, read(cfg.train), read(cfg.valid), read(cfg.test), None)
+    return _assemble(cfg, read(cfg.train, "train"), read(cfg.valid, "valid"), read(cfg.test, "test"), None)
 
 
 def _load_synthetic(cfg: DataConfig) -> CorpusSplits:

@@ -11,6 +11,7 @@ Batch order is a pure function of (seed, epoch), so a resumed run continues from
 from __future__ import annotations
 
 import random
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,10 @@ from pathlib import Path
 import torch
 
 from attnmt.config import DataConfig
-from attnmt.corpora import CorpusSplits, Example, cache_root, load_corpus
+from attnmt.corpora import CorpusSplits, Example, load_corpus
+from attnmt.download import cache_root
 from attnmt.tokenize import SentencePieceTokenizer, Tokenizer, WordTokenizer, train_sentencepiece
+from attnmt.utils import atomic_path
 from attnmt.vocab import BOS, EOS, PAD, Vocab
 
 
@@ -173,6 +176,53 @@ class EncodedSplit:
 
 
 @dataclass
+class TextCodec:
+    """Text <-> ids for one translation direction: the tokenizers and vocabularies a model was
+    trained with. Saved into, and loaded from, the run directory."""
+
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+
+    def source_tokens(self, text: str) -> list[str]:
+        return self.src_tokenizer.tokenize(text)
+
+    def encode_source(self, text: str) -> list[int]:
+        return self.src_vocab.encode(self.src_tokenizer.tokenize(text))
+
+    def encode_target(self, text: str) -> list[int]:
+        return self.tgt_vocab.encode(self.tgt_tokenizer.tokenize(text))
+
+    def target_tokens(self, ids: Sequence[int]) -> list[str]:
+        return self.tgt_vocab.decode(ids)
+
+    def decode_target(self, ids: Sequence[int]) -> str:
+        """Target ids -> natural text (detokenized), the form BLEU and users see."""
+        return self.tgt_tokenizer.detokenize(self.tgt_vocab.decode(ids))
+
+    def save(self, run_dir: str | Path) -> None:
+        run_dir = Path(run_dir)
+        self.src_vocab.save(run_dir / "src.vocab.json")
+        self.tgt_vocab.save(run_dir / "tgt.vocab.json")
+        for side, tokenizer in (("src", self.src_tokenizer), ("tgt", self.tgt_tokenizer)):
+            if isinstance(tokenizer, SentencePieceTokenizer):
+                with atomic_path(run_dir / f"{side}.spm.model") as tmp:
+                    shutil.copyfile(tokenizer.model_path, tmp)
+
+    @classmethod
+    def load(cls, run_dir: str | Path, cfg: DataConfig) -> TextCodec:
+        run_dir = Path(run_dir)
+        if cfg.tokenizer == "word":
+            src_tok: Tokenizer = WordTokenizer(cfg.src_lang, lowercase=cfg.lowercase)
+            tgt_tok: Tokenizer = WordTokenizer(cfg.tgt_lang, lowercase=cfg.lowercase)
+        else:
+            src_tok = SentencePieceTokenizer(run_dir / "src.spm.model", lowercase=cfg.lowercase)
+            tgt_tok = SentencePieceTokenizer(run_dir / "tgt.spm.model", lowercase=cfg.lowercase)
+        return cls(src_tok, tgt_tok, Vocab.load(run_dir / "src.vocab.json"), Vocab.load(run_dir / "tgt.vocab.json"))
+
+
+@dataclass
 class DataBundle:
     splits: CorpusSplits
     src_tokenizer: Tokenizer
@@ -182,6 +232,10 @@ class DataBundle:
     train: EncodedSplit
     valid: EncodedSplit
     test: EncodedSplit
+
+    @property
+    def codec(self) -> TextCodec:
+        return TextCodec(self.src_tokenizer, self.tgt_tokenizer, self.src_vocab, self.tgt_vocab)
 
     def sampler(self, cfg: DataConfig, *, shuffle: bool, seed: int, split: str = "train") -> TokenBatchSampler:
         encoded: EncodedSplit = getattr(self, split)

@@ -51,18 +51,19 @@ def _check(hypotheses: Sequence[str], references: References) -> None:
         raise UserError(f"{len(hypotheses)} hypotheses but {len(references)} reference sets")
 
 
-def bleu(hypotheses: Sequence[str], references: References) -> Score:
-    """sacreBLEU BLEU on detokenized text, multi-reference."""
+def bleu(hypotheses: Sequence[str], references: References, lowercase: bool = False) -> Score:
+    """sacreBLEU BLEU on detokenized text, multi-reference. `lowercase` for models trained on
+    lowercased text (the signature then says case:lc)."""
     _check(hypotheses, references)
-    metric = BLEU()
+    metric = BLEU(lowercase=lowercase)
     result = metric.corpus_score(list(hypotheses), reference_streams(references))
     return Score("BLEU", result.score, str(metric.get_signature()), str(result))
 
 
-def chrf(hypotheses: Sequence[str], references: References) -> Score:
+def chrf(hypotheses: Sequence[str], references: References, lowercase: bool = False) -> Score:
     """sacreBLEU chrF2 on detokenized text, multi-reference."""
     _check(hypotheses, references)
-    metric = CHRF()
+    metric = CHRF(lowercase=lowercase)
     result = metric.corpus_score(list(hypotheses), reference_streams(references))
     return Score("chrF2", result.score, str(metric.get_signature()), str(result))
 
@@ -107,6 +108,7 @@ def bleu_by_length(
     hypotheses: Sequence[str],
     references: References,
     edges: Sequence[int] = DEFAULT_LENGTH_BUCKETS,
+    lowercase: bool = False,
 ) -> list[BucketScore]:
     """sacreBLEU per source-length bucket (low, high]; empty buckets are left out."""
     _check(hypotheses, references)
@@ -117,7 +119,7 @@ def bleu_by_length(
     for low, high in bounds:
         members = [i for i, n in enumerate(source_lengths) if n > low and (high is None or n <= high)]
         if members:
-            score = bleu([hypotheses[i] for i in members], [references[i] for i in members]).score
+            score = bleu([hypotheses[i] for i in members], [references[i] for i in members], lowercase).score
             buckets.append(BucketScore(low, high, len(members), score))
     return buckets
 
@@ -132,7 +134,7 @@ class BootstrapResult:
 
 
 def paired_bootstrap(
-    systems: Sequence[tuple[str, Sequence[str]]], references: References, samples: int = 1000
+    systems: Sequence[tuple[str, Sequence[str]]], references: References, samples: int = 1000, lowercase: bool = False
 ) -> list[BootstrapResult]:
     """Paired bootstrap resampling (Koehn 2004) of BLEU; the first system is the baseline."""
     from sacrebleu.significance import PairedTest
@@ -141,7 +143,7 @@ def paired_bootstrap(
         _check(hypotheses, references)
     test = PairedTest(
         [(name, list(hyps)) for name, hyps in systems],
-        {"BLEU": BLEU()},
+        {"BLEU": BLEU(lowercase=lowercase)},
         reference_streams(references),
         test_type="bs",
         n_samples=samples,

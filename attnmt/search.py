@@ -14,6 +14,7 @@ every sentence is done. With K = 1 this is exactly greedy search.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -248,4 +249,49 @@ def _collect(finished: _Finished, src_lengths: torch.Tensor, n_best: int) -> lis
                 if scores[i, k] > float("-inf")
             ]
         )
+    return results
+
+
+def decode_all(
+    model: StepModel,
+    src_ids: Sequence[Sequence[int]],
+    *,
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
+    beam_size: int = 1,
+    n_best: int = 1,
+    alpha: float = 1.0,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+) -> list[list[Hypothesis]]:
+    """Decode many id sequences in length-sorted batches; results come back in input order.
+
+    Sorting by length keeps padding low; since results do not depend on the batch, the order
+    changes nothing but speed. Empty sources get one empty hypothesis without running the model.
+    Greedy search is used when beam_size == n_best == 1.
+    """
+    results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0, torch.zeros(0, 0))] for _ in src_ids]
+    order = sorted((i for i, ids in enumerate(src_ids) if len(ids) > 0), key=lambda i: len(src_ids[i]))
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        lengths = torch.tensor([len(src_ids[i]) for i in chunk], dtype=torch.long)
+        src = torch.full((len(chunk), int(lengths.max())), PAD, dtype=torch.long)
+        for row, i in enumerate(chunk):
+            src[row, : len(src_ids[i])] = torch.as_tensor(src_ids[i], dtype=torch.long)
+        src, lengths = src.to(device), lengths.to(device)
+        if beam_size == 1 and n_best == 1:
+            batch_results = [[h] for h in greedy(model, src, lengths, max_len_a=max_len_a, max_len_b=max_len_b)]
+        else:
+            batch_results = beam_search(
+                model,
+                src,
+                lengths,
+                beam_size=beam_size,
+                n_best=n_best,
+                alpha=alpha,
+                max_len_a=max_len_a,
+                max_len_b=max_len_b,
+            )
+        for i, hypotheses in zip(chunk, batch_results, strict=True):
+            results[i] = hypotheses
     return results

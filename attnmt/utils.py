@@ -22,6 +22,10 @@ class UserError(Exception):
     """
 
 
+class Interrupted(Exception):
+    """SIGINT/SIGTERM stopped a long job after it saved what is needed to resume it."""
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy (if present) and torch so that CPU runs repeat bit for bit."""
     import torch

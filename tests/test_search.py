@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnmt.search import beam_search, greedy, length_penalty
+from attnmt.search import beam_search, decode_all, greedy, length_penalty
 from attnmt.vocab import BOS, EOS
 
 A, B_TOKEN = 4, 5  # two real tokens; ids 0-3 are the specials
@@ -93,7 +93,8 @@ def random_batch(seed: int, batch_size: int = 7, max_len: int = 6):
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 10_000))
 def test_beam_of_one_is_greedy(seed):
-    model = MarkovModel(random_table(seed), source_bias=torch.randn(6, 6, generator=torch.Generator().manual_seed(seed)))
+    bias = torch.randn(6, 6, generator=torch.Generator().manual_seed(seed))
+    model = MarkovModel(random_table(seed), source_bias=bias)
     src, lengths = random_batch(seed)
     greedy_results = greedy(model, src, lengths, max_len_a=1.0, max_len_b=2)
     beam_results = beam_search(model, src, lengths, beam_size=1, alpha=0.0, max_len_a=1.0, max_len_b=2)
@@ -164,3 +165,17 @@ def test_invalid_beam_size():
     src, lengths = one_source()
     with pytest.raises(ValueError, match="beam_size"):
         beam_search(MarkovModel(random_table(0)), src, lengths, beam_size=0)
+
+
+def test_decode_all_returns_input_order_and_handles_empty_sources():
+    model = MarkovModel(random_table(5), source_bias=torch.randn(6, 6, generator=torch.Generator().manual_seed(2)))
+    src, lengths = random_batch(5, batch_size=9)
+    id_lists = [src[i, : lengths[i]].tolist() for i in range(9)]
+    id_lists.insert(4, [])
+    for beam_size in (1, 3):
+        together = decode_all(model, id_lists, batch_size=4, beam_size=beam_size)
+        assert together[4][0].tokens == [] and len(together) == 10
+        for ids, hypotheses in zip(id_lists, together, strict=True):
+            if ids:
+                alone = decode_all(model, [ids], batch_size=1, beam_size=beam_size)[0]
+                assert [h.tokens for h in alone] == [h.tokens for h in hypotheses]

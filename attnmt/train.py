@@ -1,0 +1,417 @@
+"""The training loop, readable top to bottom: `fit(config)`.
+
+config -> data (`build_data`) -> `build_model` -> for each token batch: forward with teacher
+forcing -> cross-entropy over non-pad tokens -> backward -> clip -> step; every
+`valid_every` steps: validation loss/perplexity and greedy BLEU -> checkpoint -> early stop.
+
+Resuming restores weights, optimizer, RNG states and the position in the batch order, so the
+loss curve continues exactly as an uninterrupted run's would (on the CPU, bit for bit).
+Under `torchrun`, each process takes its share of every global batch and
+DistributedDataParallel averages the gradients.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import signal
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from attnmt import distributed
+from attnmt.checkpoint import (
+    load_trainer_state,
+    load_weights,
+    read_index,
+    resolve_checkpoint,
+    save_checkpoint,
+)
+from attnmt.config import Config, save_config
+from attnmt.data import Batch, DataBundle, TextCodec, build_data, collate
+from attnmt.metrics import bleu, perplexity
+from attnmt.model import build_model
+from attnmt.schedules import lr_multiplier, teacher_forcing_ratio
+from attnmt.search import decode_all
+from attnmt.utils import Interrupted, UserError, choose_device, seed_everything, write_text_atomic
+from attnmt.vocab import PAD
+
+
+class TrainingDiverged(UserError):
+    """The loss became NaN or infinite; the last good state was saved first."""
+
+
+@dataclass
+class Progress:
+    """Everything besides weights and optimizer that a resume needs."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # next batch of the epoch
+    elapsed: float = 0.0  # seconds of training so far, across resumes
+    tokens: int = 0  # non-pad target tokens seen
+    best_score: float | None = None
+    bad_validations: int = 0
+    plateau_scale: float = 1.0  # reduce-on-plateau factor applied to the scheduled lr
+    history: list[float] = field(default_factory=list)  # validation scores, oldest first
+
+
+def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over non-pad targets: logits (B, T, V), targets (B, T) -> scalar.
+    log-softmax and NLL are fused inside F.cross_entropy (one pass, stable in float32)."""
+    return F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)).float(),
+        targets.reshape(-1),
+        ignore_index=PAD,
+        reduction="sum",
+        label_smoothing=label_smoothing,
+    )
+
+
+def _autocast(device: torch.device, precision: str):
+    if precision == "fp32":
+        return nullcontext()
+    if precision == "fp16" and device.type != "cuda":
+        raise UserError("train.precision: fp16 needs a CUDA device; use bf16 or fp32")
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@torch.no_grad()
+def validate(model, bundle: DataBundle, config: Config, device: torch.device) -> dict[str, float]:
+    """Teacher-forced loss/perplexity on the whole validation split, greedy BLEU on its first
+    `valid_bleu_sentences` sources (all their references)."""
+    was_training = model.training
+    model.eval()
+    loss_sum, tokens = 0.0, 0
+    sampler = bundle.sampler(config.data, shuffle=False, seed=0, split="valid")
+    for indices in sampler.batches():
+        batch = collate(indices, bundle.valid.src_ids, bundle.valid.tgt_ids).to(device)
+        with _autocast(device, config.train.precision):
+            logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
+        loss_sum += float(token_loss(logits, batch.tgt_out))
+        tokens += batch.num_tgt_tokens
+    results = {"valid_loss": loss_sum / max(1, tokens), "valid_ppl": perplexity(loss_sum, tokens)}
+    examples = bundle.valid.examples[: config.train.valid_bleu_sentences]
+    if examples:
+        codec = bundle.codec
+        hypotheses = decode_all(
+            model,
+            [codec.encode_source(example.src) for example in examples],
+            batch_size=config.decode.batch_size,
+            device=device,
+            max_len_a=config.decode.max_length_a,
+            max_len_b=config.decode.max_length_b,
+        )
+        texts = [codec.decode_target(h[0].tokens) for h in hypotheses]
+        results["valid_bleu"] = bleu(texts, [e.refs for e in examples], lowercase=config.data.lowercase).score
+    model.train(was_training)
+    return results
+
+
+def _prepare_run_dir(config: Config, bundle: DataBundle, resume: bool, is_main: bool) -> Path:
+    """Write config and vocabularies; refuse to overwrite another run's checkpoints."""
+    run_dir = Path(config.train.run_dir)
+    has_checkpoints = read_index(run_dir).last is not None
+    if resume:
+        saved = TextCodec.load(run_dir, config.data)
+        if saved.src_vocab != bundle.src_vocab or saved.tgt_vocab != bundle.tgt_vocab:
+            raise UserError(f"{run_dir}: the data now gives other vocabularies than the run was trained with")
+    elif has_checkpoints:
+        raise UserError(f"{run_dir}: already holds checkpoints; resume with --resume {run_dir} or set train.run_dir")
+    if is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(config, run_dir / "config.yaml")
+        bundle.codec.save(run_dir)
+    return run_dir
+
+
+class MetricsLog:
+    """metrics.jsonl (one JSON record per line) plus TensorBoard when it is installed."""
+
+    def __init__(self, run_dir: Path, resume_step: int | None, enabled: bool) -> None:
+        self.path = run_dir / "metrics.jsonl"
+        self.enabled = enabled
+        self.writer = None
+        if not enabled:
+            return
+        if resume_step is not None and self.path.exists():  # drop records a killed run wrote after its checkpoint
+            kept = [line for line in self.path.read_text().splitlines() if json.loads(line)["step"] <= resume_step]
+            write_text_atomic(self.path, "".join(line + "\n" for line in kept))
+        elif resume_step is None:
+            write_text_atomic(self.path, "")
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(run_dir / "tensorboard"))
+        except ImportError:
+            self.writer = None
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            for key, value in record.items():
+                if key != "step" and isinstance(value, int | float) and math.isfinite(value):
+                    self.writer.add_scalar(key, value, record["step"])
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _trainer_state(optimizer: torch.optim.Optimizer, progress: Progress) -> dict:
+    state = {
+        "optimizer": optimizer.state_dict(),
+        "progress": asdict(progress),
+        "torch_rng": torch.get_rng_state(),
+        "python_rng": random.getstate(),
+    }
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _restore(checkpoint: Path, model, optimizer: torch.optim.Optimizer) -> Progress:
+    load_weights(model, checkpoint)
+    state = load_trainer_state(checkpoint)
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["torch_rng"])
+    version, internal, gauss = state["python_rng"]
+    random.setstate((version, tuple(internal), gauss))
+    if "cuda_rng" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    return Progress(**state["progress"])
+
+
+def _shard(batch_indices: list[int], rank: int, world_size: int) -> tuple[list[int], float]:
+    """This process's share of a global batch, and a weight (0 for a padding-only share)."""
+    share = batch_indices[rank::world_size]
+    return (share, 1.0) if share else (batch_indices[:1], 0.0)
+
+
+def _improved(score: float, progress: Progress, higher_is_better: bool) -> bool:
+    best = progress.best_score
+    return best is None or (score > best if higher_is_better else score < best)
+
+
+class _StopSignal:
+    """Turns SIGINT/SIGTERM into a flag the loop checks between steps."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.previous = {}
+
+    def __enter__(self) -> _StopSignal:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            self.previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def _handle(self, number, frame) -> None:
+        self.received = number
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+
+def _optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimizer:
+    train = config.train
+    kind = torch.optim.AdamW if train.optimizer == "adamw" else torch.optim.Adam
+    return kind(model.parameters(), lr=train.lr, betas=train.betas, weight_decay=train.weight_decay)
+
+
+def _scheduled_lr(config: Config, progress: Progress) -> float:
+    train = config.train
+    multiplier = lr_multiplier(
+        progress.step,
+        schedule=train.lr_schedule,
+        warmup_steps=train.warmup_steps,
+        total_steps=train.max_steps,
+        min_ratio=train.min_lr / train.lr,
+    )
+    return max(train.min_lr, train.lr * multiplier * progress.plateau_scale)
+
+
+def _limit_reached(config: Config, progress: Progress) -> bool:
+    train = config.train
+    return (train.max_steps is not None and progress.step >= train.max_steps) or (
+        train.max_minutes is not None and progress.elapsed >= 60.0 * train.max_minutes
+    )
+
+
+class Trainer:
+    """One training run: holds the model, optimizer, data and progress between steps."""
+
+    def __init__(self, config: Config, *, resume: bool, data_dir: str | None, log=print) -> None:
+        self.config, self.log = config, log
+        device_name = choose_device(config.train.device)
+        self.context = distributed.setup(device_name.split(":")[0])
+        self.device = distributed.device_for(self.context, device_name)
+        if config.train.threads:
+            torch.set_num_threads(config.train.threads)
+        seed_everything(config.train.seed)
+        self.bundle = build_data(config.data, data_dir=data_dir)
+        self.run_dir = _prepare_run_dir(config, self.bundle, resume, self.context.is_main)
+        distributed.barrier(self.context)
+        self.model = build_model(config.model, len(self.bundle.src_vocab), len(self.bundle.tgt_vocab)).to(self.device)
+        self.optimizer = _optimizer(self.model, config)
+        self.progress = Progress()
+        if resume:
+            self.progress = _restore(resolve_checkpoint(self.run_dir, "last"), self.model, self.optimizer)
+        self.metrics = MetricsLog(self.run_dir, self.progress.step if resume else None, self.context.is_main)
+        self.ddp_model = distributed.wrap(self.model, self.context, self.device)
+        self.sampler = self.bundle.sampler(config.data, shuffle=True, seed=config.train.seed)
+
+    def save(self, score: float | None = None) -> Path | None:
+        if not self.context.is_main:
+            return None
+        higher = self.config.train.early_stopping_metric == "bleu"
+        meta = {"elapsed": self.progress.elapsed, "tokens": self.progress.tokens}
+        return save_checkpoint(
+            self.run_dir,
+            self.progress.step,
+            self.model,
+            _trainer_state(self.optimizer, self.progress),
+            meta,
+            score=score,
+            higher_is_better=higher,
+            keep=self.config.train.keep_checkpoints,
+        )
+
+    def train_step(self, indices: list[int]) -> torch.Tensor:
+        """One optimizer step on a global batch; returns the per-token loss (detached)."""
+        train, data = self.config.train, self.bundle.train
+        share, weight = _shard(indices, self.context.rank, self.context.world_size)
+        batch: Batch = collate(share, data.src_ids, data.tgt_ids).to(self.device, non_blocking=True)
+        global_tokens = sum(len(data.tgt_ids[i]) + 1 for i in indices)  # +1: EOS
+        ratio = teacher_forcing_ratio(
+            self.progress.step,
+            schedule=train.teacher_forcing_schedule,
+            start=train.teacher_forcing,
+            minimum=train.teacher_forcing_min,
+            decay_steps=train.teacher_forcing_decay_steps,
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = _scheduled_lr(self.config, self.progress)
+        with _autocast(self.device, train.precision):
+            logits, _ = self.ddp_model(batch.src, batch.src_lengths, batch.tgt_in, teacher_forcing_ratio=ratio)
+        # Each process divides by the *global* token count and DDP averages over processes,
+        # so the gradient is that of the global batch's per-token mean, as in one process.
+        loss = token_loss(logits, batch.tgt_out, train.label_smoothing) * (weight * self.context.world_size)
+        loss = loss / global_tokens
+        if distributed.any_flag(self.context, not bool(torch.isfinite(loss)), self.device):
+            path = self.save()
+            raise TrainingDiverged(
+                f"step {self.progress.step + 1}: the loss is {float(loss)}; stopped, last good state saved in "
+                f"{path or self.run_dir}; try a lower train.lr or train.clip_grad_norm"
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if train.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), train.clip_grad_norm)
+        self.optimizer.step()
+        self.progress.tokens += global_tokens
+        return loss.detach()
+
+    def run(self) -> dict:
+        """Train until a limit, early stopping or a signal; validate and checkpoint on the way."""
+        train = self.config.train
+        progress = self.progress
+        stream = self.sampler.iterate(progress.epoch, progress.position)
+        started, elapsed_before = time.perf_counter(), progress.elapsed
+        window = {"loss": 0.0, "steps": 0, "tokens": progress.tokens, "time": started}
+        last_validated = progress.step if progress.history else -1
+        with _StopSignal() as stop:
+            while not _limit_reached(self.config, progress):
+                epoch, position, indices = next(stream)
+                if train.max_epochs is not None and epoch >= train.max_epochs:
+                    break
+                loss = self.train_step(indices)
+                progress.step += 1
+                progress.epoch, progress.position = epoch, position + 1
+                progress.elapsed = elapsed_before + time.perf_counter() - started
+                window["loss"] += float(loss)
+                window["steps"] += 1
+                if progress.step % train.log_every == 0:
+                    self._log_window(window)
+                if progress.step % train.valid_every == 0:
+                    last_validated = progress.step
+                    if self._validate_and_save():
+                        self.log(f"early stop at step {progress.step}: no improvement in {train.patience} validations")
+                        break
+                if distributed.any_flag(self.context, stop.received is not None, self.device):
+                    path = self.save()
+                    raise Interrupted(f"interrupted at step {progress.step}; resumable checkpoint: {path}")
+        if last_validated != progress.step and progress.step > 0:
+            self._validate_and_save()
+        self.metrics.close()
+        return {
+            "run_dir": str(self.run_dir),
+            "steps": progress.step,
+            "best_score": progress.best_score,
+            "elapsed": progress.elapsed,
+            "tokens": progress.tokens,
+        }
+
+    def _log_window(self, window: dict) -> None:
+        now = time.perf_counter()
+        tokens = self.progress.tokens - window["tokens"]
+        record = {
+            "step": self.progress.step,
+            "epoch": self.progress.epoch,
+            "train_loss": window["loss"] / max(1, window["steps"]),
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "tokens_per_s": tokens / max(1e-9, now - window["time"]),
+            "elapsed": self.progress.elapsed,
+        }
+        self.metrics.write(record)
+        if self.context.is_main:
+            self.log(
+                f"step {record['step']:>6}  epoch {record['epoch']}  loss {record['train_loss']:.3f}  "
+                f"lr {record['lr']:.2e}  {record['tokens_per_s']:,.0f} tok/s  {record['elapsed'] / 60:.1f} min"
+            )
+        window.update(loss=0.0, steps=0, tokens=self.progress.tokens, time=now)
+
+    def _validate_and_save(self) -> bool:
+        """Validate (main process), checkpoint, update plateau/early-stop state; True = stop."""
+        train, progress = self.config.train, self.progress
+        stop = False
+        if self.context.is_main:
+            results = validate(self.model, self.bundle, self.config, self.device)
+            score = results["valid_bleu"] if train.early_stopping_metric == "bleu" else results["valid_loss"]
+            improved = _improved(score, progress, higher_is_better=train.early_stopping_metric == "bleu")
+            progress.history.append(score)
+            if improved:
+                progress.best_score, progress.bad_validations = score, 0
+            else:
+                progress.bad_validations += 1
+                if train.lr_schedule == "plateau" and progress.bad_validations % (train.plateau_patience + 1) == 0:
+                    progress.plateau_scale *= train.plateau_factor
+            self.metrics.write({"step": progress.step, **results, "best": progress.best_score})
+            shown = ", ".join(f"{key} {value:.3f}" for key, value in results.items())
+            self.log(f"validation at step {progress.step}: {shown}{'  (best)' if improved else ''}")
+            self.save(score)
+            stop = train.patience is not None and progress.bad_validations >= train.patience
+        # Every process must agree on what validation decided (lr scale, best score, stopping).
+        shared = [progress.best_score, progress.bad_validations, progress.plateau_scale, progress.history, stop]
+        progress.best_score, progress.bad_validations, progress.plateau_scale, progress.history, stop = (
+            distributed.broadcast(self.context, shared)
+        )
+        return stop
+
+
+def fit(config: Config, *, resume: bool = False, data_dir: str | None = None, log=print) -> dict:
+    """Train a model as `config` says; with `resume`, continue the run in config.train.run_dir."""
+    trainer = Trainer(config, resume=resume, data_dir=data_dir, log=log)
+    try:
+        return trainer.run()
+    finally:
+        distributed.teardown(trainer.context)
