@@ -116,10 +116,8 @@ def _run_train(args: argparse.Namespace, console: Console) -> None:
         if not config_path.exists():
             raise UserError(f"{args.resume}: not a run directory (no config.yaml)")
         config = load_config(config_path, [*args.overrides, f"train.run_dir={args.resume}"])
-    elif args.config:
+    else:  # no config file: the defaults plus --set overrides
         config = load_config(args.config, args.overrides)
-    else:
-        raise UserError("train needs a config file, or --resume RUN_DIR")
     summary = fit(config, resume=bool(args.resume), data_dir=args.data_dir, log=console.print)
     best = summary["best_score"]
     console.print(

@@ -310,7 +310,7 @@ class Trainer:
         if distributed.any_flag(self.context, not bool(torch.isfinite(loss)), self.device):
             path = self.save()
             raise TrainingDiverged(
-                f"step {self.progress.step + 1}: the loss is {float(loss)}; stopped, last good state saved in "
+                f"step {self.progress.step + 1}: the loss is {float(loss.detach())}; stopped, last good state saved in "
                 f"{path or self.run_dir}; try a lower train.lr or train.clip_grad_norm"
             )
         self.optimizer.zero_grad(set_to_none=True)

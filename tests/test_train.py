@@ -1,0 +1,143 @@
+"""Training: exact resume, repeatable runs, DDP equals one process, clean stops."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from attnmt import train as train_module
+from attnmt.checkpoint import load_trainer_state, read_index, resolve_checkpoint
+from attnmt.config import load_config
+from attnmt.train import TrainingDiverged, fit
+from attnmt.utils import UserError
+
+TINY = [
+    "data.corpus=reverse",
+    "data.synthetic_size=600",
+    "data.synthetic_max_len=8",
+    "data.valid_size=40",
+    "data.test_size=40",
+    "data.batch_tokens=300",
+    "model.embedding_size=16",
+    "model.encoder_hidden=16",
+    "model.decoder_hidden=32",
+    "train.lr=0.003",
+    "train.log_every=1",
+    "train.valid_bleu_sentences=20",
+    "train.threads=1",
+]
+
+
+def tiny_config(run_dir: Path, *overrides: str):
+    return load_config(None, [*TINY, f"train.run_dir={run_dir}", *overrides])
+
+
+def train_losses(run_dir: Path) -> dict[int, float]:
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r["train_loss"] for r in records if "train_loss" in r}
+
+
+def quiet(*_args, **_kwargs) -> None:
+    pass
+
+
+# dropout and teacher forcing < 1 both draw random numbers: resuming must restore the RNG too
+RANDOMNESS = ("model.dropout=0.3", "train.teacher_forcing=0.5", "train.valid_every=10")
+
+
+def test_resume_gives_the_same_loss_curve_bit_for_bit(tmp_path):
+    fit(tiny_config(tmp_path / "whole", "train.max_steps=30", *RANDOMNESS), log=quiet)
+    fit(tiny_config(tmp_path / "split", "train.max_steps=20", *RANDOMNESS), log=quiet)
+    fit(tiny_config(tmp_path / "split", "train.max_steps=30", *RANDOMNESS), resume=True, log=quiet)
+    whole, split = train_losses(tmp_path / "whole"), train_losses(tmp_path / "split")
+    assert sorted(whole) == sorted(split) == list(range(1, 31))
+    assert whole == split  # exact float equality, not approximately
+
+
+def test_same_seed_same_run_other_seed_other_run(tmp_path):
+    fit(tiny_config(tmp_path / "a", "train.max_steps=8", *RANDOMNESS), log=quiet)
+    fit(tiny_config(tmp_path / "b", "train.max_steps=8", *RANDOMNESS), log=quiet)
+    fit(tiny_config(tmp_path / "c", "train.max_steps=8", "train.seed=2", *RANDOMNESS), log=quiet)
+    assert train_losses(tmp_path / "a") == train_losses(tmp_path / "b")
+    assert train_losses(tmp_path / "a") != train_losses(tmp_path / "c")
+
+
+def test_existing_run_is_not_overwritten(tmp_path):
+    fit(tiny_config(tmp_path / "run", "train.max_steps=2"), log=quiet)
+    before = (tmp_path / "run" / "metrics.jsonl").read_text()
+    with pytest.raises(UserError, match="already holds checkpoints"):
+        fit(tiny_config(tmp_path / "run", "train.max_steps=2"), log=quiet)
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == before
+
+
+def test_nan_loss_stops_naming_the_step_after_saving_the_last_good_state(tmp_path, monkeypatch):
+    real_loss = train_module.token_loss
+    calls = {"n": 0}
+
+    def loss_that_explodes(logits, targets, label_smoothing=0.0):
+        calls["n"] += 1
+        value = real_loss(logits, targets, label_smoothing)
+        return value * float("nan") if calls["n"] == 4 else value
+
+    monkeypatch.setattr(train_module, "token_loss", loss_that_explodes)
+    with pytest.raises(TrainingDiverged, match="step 4: the loss is nan"):
+        fit(tiny_config(tmp_path / "run", "train.max_steps=10"), log=quiet)
+    last = resolve_checkpoint(tmp_path / "run", "last")
+    assert load_trainer_state(last)["progress"]["step"] == 3
+    weights = load_file(str(last / "model.safetensors"))
+    assert all(torch.isfinite(tensor).all() for tensor in weights.values())
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent), "OMP_NUM_THREADS": "1"}
+
+
+def test_two_process_ddp_matches_one_process(tmp_path):
+    deterministic = ["model.dropout=0.0", "train.max_steps=6", "train.valid_every=100", "train.clip_grad_norm=null"]
+    fit(tiny_config(tmp_path / "single", *deterministic), log=quiet)
+    overrides = [*TINY, f"train.run_dir={tmp_path / 'ddp'}", *deterministic]
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
+        "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+        "-m", "attnmt", "train", *[arg for o in overrides for arg in ("--set", o)],
+    ]  # fmt: skip
+    result = subprocess.run(command, env=cli_env(), capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    single = load_file(str(resolve_checkpoint(tmp_path / "single", "last") / "model.safetensors"))
+    ddp = load_file(str(resolve_checkpoint(tmp_path / "ddp", "last") / "model.safetensors"))
+    assert single.keys() == ddp.keys()
+    for name in single:
+        assert torch.allclose(single[name], ddp[name], atol=2e-5, rtol=1e-4), name
+
+
+def test_sigterm_writes_a_resumable_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    overrides = [*TINY, f"train.run_dir={run_dir}", "train.max_steps=100000", "train.valid_every=100000"]
+    command = [sys.executable, "-m", "attnmt", "train", *[arg for o in overrides for arg in ("--set", o)]]
+    process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 5):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "resumable checkpoint" in stderr and "Traceback" not in stderr
+    step = load_trainer_state(resolve_checkpoint(run_dir, "last"))["progress"]["step"]
+    assert step >= 5 and read_index(run_dir).best is None
+    summary = fit(tiny_config(run_dir, f"train.max_steps={step + 3}"), resume=True, log=quiet)
+    assert summary["steps"] == step + 3
