@@ -7,15 +7,21 @@ stderr and returns exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
 from rich.table import Table
 
 from attnmt.config import load_config
-from attnmt.utils import Interrupted, UserError
+from attnmt.utils import Interrupted, UserError, atomic_path, write_text_atomic
+
+if TYPE_CHECKING:
+    from attnmt.translate import Evaluation
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +55,63 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_config_arguments(stats)
     stats.add_argument("--data-dir", help="folder holding the corpora (else $ATTNMT_DATA, the cache, download)")
     stats.add_argument("--json", dest="json_path", help="also write the figures as JSON to this file")
+    _add_translate_parser(commands)
+    evaluate = commands.add_parser("evaluate", help="BLEU, chrF and BLEU by length of trained runs")
+    _add_evaluation_arguments(evaluate)
+    evaluate.add_argument("--output-dir", metavar="DIR", help="write evaluation.json, length.png and hypotheses")
+    evaluate.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="paired bootstrap samples")
+    _add_plot_parsers(commands)
     return parser
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """Which model(s) to load and how to search."""
+    if several:
+        parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (or checkpoint folders)")
+    else:
+        parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory (or one checkpoint folder)")
+    parser.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run")
+    parser.add_argument(
+        "--beam", type=int, metavar="K", help="beam size (default: the run's decode.beam_size); 1 = greedy"
+    )
+    parser.add_argument(
+        "--length-penalty", type=float, metavar="ALPHA", help="default: the run's decode.length_penalty"
+    )
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+
+
+def _add_translate_parser(commands) -> None:
+    translate = commands.add_parser("translate", help="translate sentences (arguments, a file, or stdin)")
+    _add_model_arguments(translate)
+    translate.add_argument("sentences", nargs="*", metavar="SENTENCE", help="sentences to translate")
+    translate.add_argument("--input", metavar="FILE", help="one sentence per line ('-': stdin)")
+    translate.add_argument("--output", metavar="FILE", help="write translations here (default: stdout)")
+    translate.add_argument("--n-best", type=int, default=1, metavar="N", help="print 'i ||| text ||| score' lines")
+    translate.add_argument("--attention", metavar="OUT_DIR", help="write OUT_DIR/0001.png ... and grid.png")
+
+
+def _add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_model_arguments(parser, several=True)
+    parser.add_argument("--split", choices=("test", "valid"), default="test", help="split of each run's corpus")
+    parser.add_argument("--src", metavar="FILE", help="evaluate on this source file instead of the run's split")
+    parser.add_argument("--ref", metavar="FILE", action="append", default=[], help="reference file (repeatable)")
+    parser.add_argument("--data-dir", metavar="DIR", help="corpus folder (else $ATTNMT_DATA, the cache, download)")
+
+
+def _add_plot_parsers(commands) -> None:
+    plot = commands.add_parser("plot", help="attention heatmaps, training curves, BLEU by length")
+    kinds = plot.add_subparsers(dest="plot_command", required=True)
+    attention = kinds.add_parser("attention", help="heatmap of one sentence, or a grid of several")
+    _add_model_arguments(attention)
+    attention.add_argument("sentences", nargs="+", metavar="SENTENCE")
+    attention.add_argument("--output", required=True, metavar="FILE", help="PNG, SVG or PDF")
+    curves = kinds.add_parser("curves", help="metrics.jsonl curves of one or more runs")
+    curves.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    curves.add_argument("--output", required=True, metavar="FILE", help="PNG, SVG or PDF")
+    curves.add_argument("--metrics", default="train_loss,valid_loss,valid_bleu", help="comma-separated keys")
+    length = kinds.add_parser("length", help="BLEU by source length of one or more runs")
+    _add_evaluation_arguments(length)
+    length.add_argument("--output", required=True, metavar="FILE", help="PNG, SVG or PDF")
 
 
 def _run_validate(args: argparse.Namespace, console: Console) -> None:
@@ -126,8 +188,257 @@ def _run_train(args: argparse.Namespace, console: Console) -> None:
     )
 
 
+# --- translate ----------------------------------------------------------------------------
+
+TRANSLATE_CHUNK = 1000  # lines translated (and written) at a time: output streams, memory stays flat
+GRID_SENTENCES = 6
+
+
+def _search_options(args: argparse.Namespace, translator) -> dict:
+    """Beam/n-best/penalty from the arguments, checked before any input is read."""
+    from attnmt.translate import check_search_options
+
+    beam = translator.config.decode.beam_size if args.beam is None else args.beam
+    n_best = getattr(args, "n_best", 1)
+    check_search_options(beam, n_best, args.length_penalty)
+    return {"beam_size": beam, "n_best": n_best, "length_penalty": args.length_penalty}
+
+
+def _sentence_chunks(args: argparse.Namespace) -> Iterator[list[str]]:
+    from attnmt.translate import prompt_lines, read_input
+
+    if args.sentences and args.input:
+        raise UserError("give sentences as arguments or with --input FILE, not both")
+    if args.sentences:
+        yield list(args.sentences)
+    elif args.input is None and sys.stdin.isatty():
+        yield from prompt_lines()
+    else:
+        lines = read_input(args.input)
+        for start in range(0, len(lines), TRANSLATE_CHUNK):
+            yield lines[start : start + TRANSLATE_CHUNK]
+
+
+@contextlib.contextmanager
+def _output_stream(path: str | None) -> Iterator[TextIO]:
+    """stdout, or a file that appears (atomically) only once everything is written."""
+    if path is None:
+        yield sys.stdout
+        return
+    try:
+        with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as handle:
+            yield handle
+    except OSError as exc:
+        raise UserError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _run_translate(args: argparse.Namespace) -> None:
+    from attnmt.translate import Translator, heatmap_grid, nbest_lines, write_heatmaps
+
+    translator = Translator.from_checkpoint(args.run_dir, which=args.checkpoint, device=args.device)
+    options = _search_options(args, translator)
+    done, shown = 0, []
+    with _output_stream(args.output) as out:
+        for chunk in _sentence_chunks(args):
+            translations = translator.translate(chunk, first_number=done + 1, **options)
+            if args.n_best > 1:
+                lines = nbest_lines(translations, first_index=done)
+            else:
+                lines = [translation.text for translation in translations]
+            out.write("".join(line + "\n" for line in lines))
+            out.flush()
+            if args.attention:
+                shown += write_heatmaps(translations, args.attention, done)[: GRID_SENTENCES - len(shown)]
+            done += len(chunk)
+    if args.attention and shown:
+        heatmap_grid(shown, Path(args.attention) / "grid.png")
+
+
+# --- evaluate ----------------------------------------------------------------------------
+
+
+def _run_names(runs: Sequence[str]) -> list[str]:
+    """Short names (the folder's name) where they are unique, else the paths as given."""
+    names = [Path(run).name or run for run in runs]
+    return names if len(set(names)) == len(names) else list(runs)
+
+
+def _examples(args: argparse.Namespace, translator, cache: dict) -> list:
+    """The test set: --src/--ref files, or the --split of the run's own corpus (each read once)."""
+    from attnmt.translate import read_test_files, split_examples
+
+    if not (args.src or args.ref):
+        return split_examples(translator.config.data, args.split, data_dir=args.data_dir, cache=cache)
+    if not args.src:
+        raise UserError("--ref needs --src FILE (the source side of the references)")
+    if "files" not in cache:
+        cache["files"] = read_test_files(args.src, args.ref)
+    return cache["files"]
+
+
+def _evaluate_runs(args: argparse.Namespace, console: Console) -> list[tuple[str, Path, Evaluation]]:
+    """(name, checkpoint folder, Evaluation) per run; one model in memory at a time."""
+    from attnmt.translate import Translator, evaluate
+
+    results, cache = [], {}
+    for name, run in zip(_run_names(args.runs), args.runs, strict=True):
+        translator = Translator.from_checkpoint(run, which=args.checkpoint, device=args.device)
+        options = _search_options(args, translator)
+        examples = _examples(args, translator, cache)
+        note = f"{name}: {translator.checkpoint}, {len(examples):,} sentences, beam {options['beam_size']}"
+        console.print(note, style="dim", markup=False, highlight=False)
+        options.pop("n_best")
+        results.append((name, translator.checkpoint, evaluate(translator, examples, **options)))
+    return results
+
+
+def _scores_table(results: list, bootstrap: list | None, title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("run", overflow="fold")
+    columns = ["sentences", "BLEU", "chrF2", "BLEU tok-lc"] + (["BLEU 95% CI", "p vs first"] if bootstrap else [])
+    for column in columns:
+        table.add_column(column, justify="right", no_wrap=True)
+    for index, (name, _, evaluation) in enumerate(results):
+        scores = (evaluation.bleu, evaluation.chrf, evaluation.tokenized_bleu)
+        row = [name, f"{len(evaluation.hypotheses):,}", *(f"{score.score:.2f}" for score in scores)]
+        if bootstrap:
+            result = bootstrap[index]
+            p_value = "baseline" if result.p_value is None else f"{result.p_value:.4f}"
+            row += [f"{result.mean:.2f} ± {result.ci:.2f}", p_value]
+        table.add_row(*row)
+    return table
+
+
+def _length_table(results: list) -> Table:
+    table = Table(title="BLEU by source length (word tokens)")
+    table.add_column("source length")
+    labels: dict[str, None] = {}
+    for name, _, evaluation in results:
+        table.add_column(f"{name} BLEU (sentences)", justify="right")
+        labels.update(dict.fromkeys(bucket.label for bucket in evaluation.by_length))
+    for label in labels:
+        cells = []
+        for _, _, evaluation in results:
+            bucket = next((b for b in evaluation.by_length if b.label == label), None)
+            cells.append(f"{bucket.bleu:.2f} ({bucket.sentences:,})" if bucket else "-")
+        table.add_row(label, *cells)
+    return table
+
+
+def _length_points(results: list) -> dict:
+    return {name: [(b.label, b.bleu) for b in evaluation.by_length] for name, _, evaluation in results}
+
+
+def _write_evaluation(args: argparse.Namespace, results: list, bootstrap: list | None) -> Path:
+    from attnmt.plot import length_plot
+
+    out_dir = Path(args.output_dir)
+    figures = {"split": None if args.src else args.split, "src": args.src, "refs": args.ref, "runs": []}
+    try:
+        for index, (name, checkpoint, evaluation) in enumerate(results):
+            run = {"name": name, "checkpoint": str(checkpoint), **evaluation.figures()}
+            if bootstrap:
+                result = bootstrap[index]
+                run["bootstrap"] = {"mean": result.mean, "ci95": result.ci, "p_value": result.p_value}
+            figures["runs"].append(run)
+            write_text_atomic(out_dir / f"hypotheses-{index + 1}.txt", "".join(h + "\n" for h in evaluation.hypotheses))
+        length_plot(_length_points(results), out_dir / "length.png")
+        write_text_atomic(out_dir / "evaluation.json", json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise UserError(f"--output-dir {out_dir}: cannot write ({exc.strerror or exc})") from None
+    return out_dir
+
+
+def _run_evaluate(args: argparse.Namespace, console: Console) -> None:
+    from attnmt.translate import significance
+
+    if args.bootstrap < 1:
+        raise UserError(f"--bootstrap must be at least 1, got {args.bootstrap}")
+    results = _evaluate_runs(args, console)
+    bootstrap = significance([(name, evaluation) for name, _, evaluation in results], args.bootstrap)
+    title = f"{args.src} ({len(args.ref)} reference files)" if args.src else f"{args.split} split"
+    console.print(_scores_table(results, bootstrap, title))
+    first = results[0][2]
+    plain = {"markup": False, "highlight": False, "soft_wrap": True}  # signatures stay one copyable line
+    console.print(f"BLEU signature: {first.bleu.signature}", **plain)
+    console.print(f"chrF signature: {first.chrf.signature}", **plain)
+    console.print(f"BLEU tok-lc signature: {first.tokenized_bleu.signature} (word tokens; not sacreBLEU's)", **plain)
+    if len(results) > 1 and bootstrap is None:
+        console.print("[yellow]runs were evaluated on different test sets: no significance test[/yellow]")
+    console.print(_length_table(results))
+    if args.output_dir:
+        out_dir = _write_evaluation(args, results, bootstrap)
+        console.print(f"wrote {out_dir}/evaluation.json and length.png", markup=False, soft_wrap=True)
+
+
+# --- plot --------------------------------------------------------------------------------
+
+
+def _read_metrics(run: str) -> list[dict]:
+    path = Path(run) / "metrics.jsonl"
+    if not path.is_file():
+        raise UserError(f"{run}: no metrics.jsonl here; expected a run directory written by attnmt train")
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}:{number}: not a JSON record ({exc.msg})") from None
+    return records
+
+
+def _plot_curves(args: argparse.Namespace) -> Path:
+    from attnmt.plot import curves
+
+    runs = dict(zip(_run_names(args.runs), (_read_metrics(run) for run in args.runs), strict=True))
+    metrics = [metric.strip() for metric in args.metrics.split(",") if metric.strip()]
+    available = sorted({key for records in runs.values() for record in records for key in record} - {"step"})
+    unknown = [metric for metric in metrics if metric not in available]
+    if unknown or not metrics:
+        raise UserError(f"--metrics: {', '.join(unknown) or '(none)'} not logged; available: {', '.join(available)}")
+    return curves(runs, metrics, args.output)
+
+
+def _plot_attention(args: argparse.Namespace) -> Path:
+    from attnmt.translate import Translator, heatmap, heatmap_grid
+
+    translator = Translator.from_checkpoint(args.run_dir, which=args.checkpoint, device=args.device)
+    translations = translator.translate(args.sentences, **_search_options(args, translator))
+    if len(translations) == 1:
+        return heatmap(translations[0], args.output, title=translations[0].text)
+    return heatmap_grid(translations, args.output)
+
+
+def _run_plot(args: argparse.Namespace, console: Console) -> None:
+    from attnmt.plot import length_plot
+
+    try:
+        if args.plot_command == "attention":
+            path = _plot_attention(args)
+        elif args.plot_command == "curves":
+            path = _plot_curves(args)
+        else:
+            path = length_plot(_length_points(_evaluate_runs(args, console)), args.output)
+    except OSError as exc:
+        raise UserError(f"--output {args.output}: cannot write ({exc.strerror or exc})") from None
+    console.print(f"wrote {path}", markup=False, soft_wrap=True)
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """parse_args, except that `translate RUN --beam 2 SENTENCE` works: argparse gives an optional
+    positional list (nargs="*") its empty match before the first option, leaving the rest over."""
+    parser = _build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras and args.command == "translate" and not any(extra.startswith("-") for extra in extras):
+        args.sentences = [*args.sentences, *extras]
+    elif extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+    args = _parse(argv)
     console = Console()
     try:
         if args.command == "validate":
@@ -136,6 +447,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             _run_train(args, console)
         elif args.command == "data":
             _run_data_stats(args, console)
+        elif args.command == "translate":
+            _run_translate(args)
+        elif args.command == "evaluate":
+            _run_evaluate(args, console)
+        elif args.command == "plot":
+            _run_plot(args, console)
         return 0
     except UserError as error:
         for line in str(error).splitlines() or ["(no message)"]:

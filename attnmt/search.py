@@ -62,6 +62,13 @@ def max_lengths(src_lengths: torch.Tensor, a: float, b: int) -> torch.Tensor:
     return (src_lengths.to(torch.float32) * a).floor().long() + b
 
 
+def _never_generated(log_probs: torch.Tensor) -> torch.Tensor:
+    """PAD and BOS are never outputs: (..., V) log-probabilities with those two set to -inf."""
+    log_probs[..., PAD] = -torch.inf
+    log_probs[..., BOS] = -torch.inf
+    return log_probs
+
+
 def _hypothesis(tokens: torch.Tensor, attention: torch.Tensor, log_prob: float, score: float, src_length: int):
     """Trim a stored row: tokens (L,) possibly padded, attention (L, S)."""
     token_list = tokens.tolist()
@@ -86,7 +93,7 @@ def greedy(
     tokens, attentions = [], []
     for step in range(int(limits.max())):
         logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B, V), (B, S)
-        step_log_probs = torch.log_softmax(logits.float(), dim=-1)
+        step_log_probs = _never_generated(torch.log_softmax(logits.float(), dim=-1))
         last = step + 1 >= limits  # (B,) the sentence's last allowed token: force EOS, as beam search does
         step_log_probs = step_log_probs.masked_fill(
             last[:, None] & (torch.arange(logits.size(-1), device=device) != EOS), -torch.inf
@@ -205,7 +212,7 @@ def beam_search(
     for step in range(max_limit):
         logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B*K, V), (B*K, S)
         vocab_size = logits.size(-1)
-        step_log_probs = torch.log_softmax(logits.float(), dim=-1).view(batch_size, beam, vocab_size)
+        step_log_probs = _never_generated(torch.log_softmax(logits.float(), dim=-1)).view(batch_size, beam, vocab_size)
         last = step + 1 >= limits  # (B,) this is the sentence's last allowed token: it must be EOS
         not_eos = torch.arange(vocab_size, device=device) != EOS
         step_log_probs = step_log_probs.masked_fill(last[:, None, None] & not_eos, float("-inf"))

@@ -179,3 +179,18 @@ def test_decode_all_returns_input_order_and_handles_empty_sources():
             if ids:
                 alone = decode_all(model, [ids], batch_size=1, beam_size=beam_size)[0]
                 assert [h.tokens for h in alone] == [h.tokens for h in hypotheses]
+
+
+def test_pad_and_bos_are_never_generated():
+    table = torch.zeros(6, 6)
+    table[:, 0] = 100.0  # a model that loves PAD
+    table[:, BOS] = 90.0
+    model = MarkovModel(table)
+    src, lengths = random_batch(1, batch_size=3)
+    for hypotheses in (
+        greedy(model, src, lengths),
+        [h for hs in beam_search(model, src, lengths, beam_size=2) for h in hs],
+    ):
+        for h in hypotheses:
+            assert 0 not in h.tokens and BOS not in h.tokens
+            assert h.attention.shape[0] == len(h.tokens) + 1

@@ -1,0 +1,403 @@
+"""Translation with a trained run: `Translator.from_checkpoint(run_dir).translate(sentences)`.
+
+The path a sentence takes: source tokenizer -> source vocabulary -> `search.decode_all`
+(length-sorted batches, greedy or beam) -> target vocabulary -> detokenizer. `evaluate` adds
+sacreBLEU BLEU and chrF on the detokenized text, the tokenized-lowercased BLEU of older papers,
+and BLEU by source length. Reading user input (`read_input`) lives here too, so that
+non-UTF-8 bytes become an error naming the file and line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from attnmt.checkpoint import load_weights, resolve_checkpoint, run_dir_of
+from attnmt.config import Config, DataConfig, load_config
+from attnmt.corpora import Example, load_corpus
+from attnmt.data import TextCodec
+from attnmt.metrics import (
+    DEFAULT_LENGTH_BUCKETS,
+    BootstrapResult,
+    BucketScore,
+    Score,
+    bleu,
+    bleu_by_length,
+    chrf,
+    paired_bootstrap,
+    tokenized_bleu,
+)
+from attnmt.model import build_model
+from attnmt.plot import attention_grid, attention_heatmap
+from attnmt.search import decode_all
+from attnmt.tokenize import WordTokenizer
+from attnmt.utils import UserError, choose_device
+
+# Longer sources are cut to this many tokens (with a warning): the encoder and the search's
+# length limit grow with the source, and a runaway line (a whole file without newlines)
+# should cost a truncated translation, not the memory of the machine.
+MAX_SOURCE_TOKENS = 250
+EOS_LABEL = "</s>"
+CHECKPOINT_CHOICES = ("best", "last")
+
+
+def _warn(message: str) -> None:
+    print(f"attnmt: warning: {message}", file=sys.stderr)
+
+
+@dataclass
+class Translation:
+    """One translated sentence (its best hypothesis) and the rest of its n-best list.
+
+    attention: (len(tokens) + 1, len(source_tokens)); row t is the attention while emitting
+    output token t, the last row the one for </s>. The source carries no EOS, so there is no
+    extra column.
+    """
+
+    source: str
+    text: str
+    tokens: list[str]
+    source_tokens: list[str]
+    score: float  # log-probability / length penalty: what the search ranked by
+    log_prob: float  # summed log-probability of the tokens and </s>
+    attention: torch.Tensor
+    alternatives: list[Translation] = field(default_factory=list)
+
+
+def check_search_options(beam_size: int, n_best: int, length_penalty: float | None = None) -> None:
+    """Search settings the search accepts, or a UserError saying why not."""
+    if length_penalty is not None and length_penalty < 0:
+        raise UserError(f"length penalty must be >= 0 (0 = raw log-probability), got {length_penalty}")
+    if beam_size < 1:
+        raise UserError(f"beam size must be at least 1, got {beam_size}")
+    if n_best < 1:
+        raise UserError(f"n-best must be at least 1, got {n_best}")
+    if n_best > beam_size:
+        raise UserError(f"n-best ({n_best}) cannot exceed the beam size ({beam_size}); raise the beam size")
+
+
+def _rows(attention: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
+    """Attention with exactly `rows` rows: a search that stopped on a non-EOS special token
+    leaves one row short (pad with zeros) so the (tokens + 1, S) promise always holds."""
+    attention = attention[:rows, :columns]
+    if attention.shape[0] < rows or attention.shape[1] < columns:
+        padded = attention.new_zeros(rows, columns)
+        padded[: attention.shape[0], : attention.shape[1]] = attention
+        return padded
+    return attention
+
+
+class Translator:
+    """A trained model with its tokenizers, vocabularies and decoding defaults."""
+
+    def __init__(self, model: torch.nn.Module, codec: TextCodec, config: Config, *, device: str, checkpoint: Path):
+        self.model = model.to(device).eval()
+        self.codec = codec
+        self.config = config
+        self.device = device
+        self.checkpoint = checkpoint
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, *, which: str = "best", device: str = "auto") -> Translator:
+        """`path`: a run directory (its best or last checkpoint) or one checkpoint folder."""
+        if which not in CHECKPOINT_CHOICES:
+            raise UserError(f"checkpoint {which!r}: expected one of {', '.join(CHECKPOINT_CHOICES)}")
+        checkpoint = resolve_checkpoint(path, which)
+        run_dir = run_dir_of(checkpoint)
+        if not (run_dir / "config.yaml").is_file():
+            raise UserError(f"{run_dir}: not a run directory (no config.yaml beside checkpoints/)")
+        try:
+            device = choose_device(device)
+        except UserError as error:  # its message names the config key; here it is an argument
+            raise UserError(f"device: {str(error).removeprefix('train.device: ')}") from None
+        config = load_config(run_dir / "config.yaml")
+        codec = TextCodec.load(run_dir, config.data)
+        model = build_model(config.model, len(codec.src_vocab), len(codec.tgt_vocab))
+        try:
+            load_weights(model, checkpoint)
+        except UserError as error:  # point at the run's other checkpoints, which may still be good
+            others = sorted(p.name for p in checkpoint.parent.glob("step-*") if p != checkpoint)
+            raise UserError(f"{error}; other checkpoints: {', '.join(others)}" if others else str(error)) from None
+        return cls(model, codec, config, device=device, checkpoint=checkpoint)
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir_of(self.checkpoint)
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        *,
+        beam_size: int | None = None,
+        n_best: int = 1,
+        length_penalty: float | None = None,
+        first_number: int = 1,
+        warn: Callable[[str], None] = _warn,
+    ) -> list[Translation]:
+        """One Translation per sentence, in order. Empty or blank sentences give empty
+        translations; sources over MAX_SOURCE_TOKENS are truncated with a warning that names
+        the sentence (numbered from `first_number`)."""
+        decode = self.config.decode
+        beam_size = decode.beam_size if beam_size is None else beam_size
+        check_search_options(beam_size, n_best, length_penalty)
+        source_tokens = [self.codec.source_tokens(sentence) for sentence in sentences]
+        for index, tokens in enumerate(source_tokens):
+            if len(tokens) > MAX_SOURCE_TOKENS:
+                warn(
+                    f"sentence {first_number + index} has {len(tokens)} tokens; "
+                    f"only its first {MAX_SOURCE_TOKENS} are translated"
+                )
+                source_tokens[index] = tokens[:MAX_SOURCE_TOKENS]
+        hypotheses = decode_all(
+            self.model,
+            [self.codec.src_vocab.encode(tokens) for tokens in source_tokens],
+            batch_size=decode.batch_size,
+            device=self.device,
+            beam_size=beam_size,
+            n_best=n_best,
+            alpha=decode.length_penalty if length_penalty is None else length_penalty,
+            max_len_a=decode.max_length_a,
+            max_len_b=decode.max_length_b,
+        )
+        results = []
+        for sentence, tokens, candidates in zip(sentences, source_tokens, hypotheses, strict=True):
+            # decode_all gives an empty source one empty hypothesis, so `outputs` is never empty.
+            best, *alternatives = [self._translation(sentence, tokens, hypothesis) for hypothesis in candidates]
+            best.alternatives = alternatives
+            results.append(best)
+        return results
+
+    def _translation(self, sentence: str, source_tokens: list[str], hypothesis) -> Translation:
+        vocab = self.codec.tgt_vocab
+        tokens = [vocab.id_to_token(index) for index in hypothesis.tokens]
+        return Translation(
+            source=sentence,
+            text=self.codec.decode_target(hypothesis.tokens),
+            tokens=tokens,
+            source_tokens=source_tokens,
+            score=hypothesis.score,
+            log_prob=hypothesis.log_prob,
+            attention=_rows(hypothesis.attention.float(), len(tokens) + 1, len(source_tokens)),
+        )
+
+
+# --- pictures ---------------------------------------------------------------------------
+
+
+def _heatmap_item(translation: Translation):
+    if not translation.source_tokens:
+        raise UserError("an empty sentence has no attention to draw")
+    return translation.attention.numpy(), translation.source_tokens, [*translation.tokens, EOS_LABEL]
+
+
+def heatmap(translation: Translation, path: str | Path, title: str = "") -> Path:
+    """The attention of one translation: source tokens along x, output tokens and </s> along y."""
+    return attention_heatmap(*_heatmap_item(translation), path, title=title)
+
+
+def heatmap_grid(translations: Sequence[Translation], path: str | Path) -> Path:
+    """Several translations' attention in one figure (empty sentences are left out)."""
+    shown = [t for t in translations if t.source_tokens]
+    if not shown:
+        raise UserError("only empty sentences; no attention to draw")
+    return attention_grid([_heatmap_item(t) for t in shown], path, titles=[t.text or "(empty)" for t in shown])
+
+
+def write_heatmaps(translations: Sequence[Translation], out_dir: str | Path, first_index: int = 0) -> list[Translation]:
+    """OUT_DIR/NNNN.png for each non-empty sentence, NNNN its 1-based position counted from
+    `first_index` (so file names match input lines); returns the translations drawn."""
+    drawn = []
+    for offset, translation in enumerate(translations):
+        if translation.source_tokens:
+            path = Path(out_dir) / f"{first_index + offset + 1:04d}.png"
+            try:
+                heatmap(translation, path, title=translation.text)
+            except OSError as exc:
+                raise UserError(f"{out_dir}: cannot write heatmaps ({exc.strerror or exc})") from None
+            drawn.append(translation)
+    return drawn
+
+
+# --- evaluation -------------------------------------------------------------------------
+
+
+@dataclass
+class Evaluation:
+    """Scores of one system on one test set, and what they were computed from."""
+
+    sources: list[str]
+    references: list[tuple[str, ...]]
+    hypotheses: list[str]
+    bleu: Score
+    chrf: Score
+    tokenized_bleu: Score
+    by_length: list[BucketScore]
+    lowercase: bool = False  # the model's data.lowercase, which BLEU and chrF used
+
+    def figures(self) -> dict:
+        """The numbers as plain JSON-ready values."""
+        return {
+            "sentences": len(self.hypotheses),
+            "bleu": self.bleu.score,
+            "bleu_signature": self.bleu.signature,
+            "bleu_detail": self.bleu.detail,
+            "chrf": self.chrf.score,
+            "chrf_signature": self.chrf.signature,
+            "tokenized_bleu": self.tokenized_bleu.score,
+            "tokenized_bleu_signature": self.tokenized_bleu.signature,
+            "bleu_by_length": [
+                {"bucket": b.label, "low": b.low, "high": b.high, "sentences": b.sentences, "bleu": b.bleu}
+                for b in self.by_length
+            ],
+        }
+
+
+def evaluate(
+    translator: Translator,
+    examples: Sequence[Example],
+    *,
+    beam_size: int | None = None,
+    length_penalty: float | None = None,
+    length_buckets: Sequence[int] = DEFAULT_LENGTH_BUCKETS,
+) -> Evaluation:
+    """Translate the examples' sources and score them against all their references.
+
+    Source lengths for the buckets are word tokens (whatever the model's tokenizer), and the
+    tokenized BLEU word-tokenizes and lowercases both sides, so both compare across models.
+    """
+    if not examples:
+        raise UserError("no sentences to evaluate on")
+    data = translator.config.data
+    sources = [example.src for example in examples]
+    references = [tuple(example.refs) for example in examples]
+    translations = translator.translate(sources, beam_size=beam_size, length_penalty=length_penalty)
+    hypotheses = [t.text for t in translations]
+    words = WordTokenizer(data.tgt_lang, lowercase=True)
+    source_words = WordTokenizer(data.src_lang)
+    return Evaluation(
+        sources=sources,
+        references=references,
+        hypotheses=hypotheses,
+        bleu=bleu(hypotheses, references, lowercase=data.lowercase),
+        chrf=chrf(hypotheses, references, lowercase=data.lowercase),
+        tokenized_bleu=tokenized_bleu(
+            [words.tokenize(h) for h in hypotheses], [[words.tokenize(r) for r in refs] for refs in references]
+        ),
+        by_length=bleu_by_length(
+            [len(source_words.tokenize(s)) for s in sources],
+            hypotheses,
+            references,
+            edges=length_buckets,
+            lowercase=data.lowercase,
+        ),
+        lowercase=data.lowercase,
+    )
+
+
+def significance(systems: Sequence[tuple[str, Evaluation]], samples: int = 1000) -> list[BootstrapResult] | None:
+    """Paired bootstrap of BLEU against the first system; None unless there are several
+    systems evaluated on the same sentences and references."""
+    if len(systems) < 2:
+        return None
+    first = systems[0][1]
+    if any(e.sources != first.sources or e.references != first.references for _, e in systems):
+        return None
+    hypotheses = [(name, evaluation.hypotheses) for name, evaluation in systems]
+    return paired_bootstrap(hypotheses, first.references, samples=samples, lowercase=first.lowercase)
+
+
+def split_examples(data: DataConfig, split: str, *, data_dir: str | None = None, cache: dict | None = None) -> list:
+    """The valid or test examples of a run's corpus; `cache` (keyed by the data config)
+    saves reading one corpus again for every run that uses it."""
+    cache = {} if cache is None else cache
+    key = data.model_dump_json()
+    if key not in cache:
+        cache[key] = load_corpus(data, data_dir=data_dir)
+    return getattr(cache[key], split)
+
+
+# --- reading input ----------------------------------------------------------------------
+
+
+def decode_lines(data: bytes, name: str, first_line: int = 1) -> list[str]:
+    """UTF-8 bytes -> lines without line ends (blank lines kept: they keep the alignment).
+    Invalid UTF-8 is a UserError naming `name` and the line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + data.count(b"\n", 0, exc.start)
+        raise UserError(f"{name}:{line}: not valid UTF-8 (byte {exc.start}); expected UTF-8 text") from None
+    if first_line == 1:
+        text = text.removeprefix("\ufeff")
+    # split("\n") rather than splitlines(): U+2028 and friends inside a sentence are not line ends.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def prompt_lines() -> Iterator[list[str]]:
+    """A prompt loop on a terminal: yields each typed line (as a one-sentence list) until end
+    of input; a line that is not UTF-8 is reported and translated as empty."""
+    number = 0
+    while True:
+        print("> ", end="", file=sys.stderr, flush=True)
+        raw = sys.stdin.buffer.readline()
+        if not raw:
+            print(file=sys.stderr)
+            return
+        number += 1
+        try:
+            yield decode_lines(raw, "<stdin>", first_line=number) or [""]
+        except UserError as error:  # one mistyped line should not end the session
+            print(f"attnmt: error: {error}", file=sys.stderr)
+            yield [""]
+
+
+def read_input(path: str | None) -> list[str]:
+    """Sentences, one per line, from a file or (for None or "-") standard input."""
+    if path is None or path == "-":
+        return decode_lines(sys.stdin.buffer.read(), "<stdin>")
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder; expected a text file with one sentence per line") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return decode_lines(data, path)
+
+
+def read_test_files(src_path: str, ref_paths: Sequence[str]) -> list[Example]:
+    """Examples from a source file and one or more line-aligned reference files. A reference
+    line left empty just means fewer references for that sentence."""
+    if not ref_paths:
+        raise UserError("--src needs at least one --ref file")
+    sources = read_input(src_path)
+    columns = []
+    for ref_path in ref_paths:
+        refs = read_input(ref_path)
+        if len(refs) != len(sources):
+            raise UserError(f"{ref_path} has {len(refs)} lines but {src_path} has {len(sources)}")
+        columns.append(refs)
+    examples = []
+    for line, (source, *refs) in enumerate(zip(sources, *columns, strict=True), 1):
+        kept = tuple(ref.strip() for ref in refs if ref.strip())
+        if not kept:
+            raise UserError(f"{ref_paths[0]}:{line}: no reference for this sentence in any --ref file")
+        examples.append(Example(src=source.strip(), refs=kept))
+    return examples
+
+
+def nbest_lines(translations: Sequence[Translation], first_index: int = 0) -> list[str]:
+    """Moses-style n-best lines `i ||| text ||| score`, i counted from `first_index`."""
+    lines = []
+    for offset, translation in enumerate(translations):
+        for candidate in [translation, *translation.alternatives]:
+            lines.append(f"{first_index + offset} ||| {candidate.text} ||| {candidate.score:.4f}")
+    return lines

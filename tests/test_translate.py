@@ -1,0 +1,236 @@
+"""`Translator` and `evaluate` on a real model: a tiny run trained once on the reverse task.
+
+Properties, not golden numbers: attention rows sum to 1, beam size 1 equals greedy, n-best
+lists are sorted, and a sentence's translation does not depend on the batch around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnmt import search
+from attnmt.config import load_config
+from attnmt.corpora import Example, load_corpus
+from attnmt.translate import (
+    MAX_SOURCE_TOKENS,
+    Translator,
+    decode_lines,
+    evaluate,
+    heatmap,
+    nbest_lines,
+    read_input,
+    read_test_files,
+    significance,
+)
+from attnmt.utils import UserError
+
+TINY_RUN = [
+    "data.corpus=reverse",
+    "data.synthetic_size=2000",
+    "data.synthetic_max_len=8",
+    "data.valid_size=100",
+    "data.test_size=100",
+    "data.batch_tokens=400",
+    "model.embedding_size=32",
+    "model.encoder_hidden=32",
+    "model.decoder_hidden=64",
+    "model.dropout=0.0",
+    "train.max_steps=300",
+    "train.valid_every=150",
+    "train.lr=0.005",
+    "train.device=cpu",
+]
+
+
+def tiny_run(base: Path) -> Path:
+    """Train the reverse task for 300 steps (~10 s on one core) into `base`, unless a test
+    module of this session already did (both translate test modules share it)."""
+    from attnmt.train import fit
+
+    run_dir = base / "reverse-run"
+    if not (run_dir / "checkpoints" / "index.json").exists():
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("ATTNMT_CACHE", str(base / "cache"))
+            fit(load_config(None, [*TINY_RUN, f"train.run_dir={run_dir}"]), log=lambda *args, **kwargs: None)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Iterator[Path]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield tiny_run(tmp_path_factory.getbasetemp())
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def translator(run_dir) -> Translator:
+    return Translator.from_checkpoint(run_dir, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def test_examples(translator) -> list[Example]:
+    return load_corpus(translator.config.data).test
+
+
+def check_attention(translation) -> None:
+    attention = translation.attention
+    assert attention.shape == (len(translation.tokens) + 1, len(translation.source_tokens))
+    assert bool((attention >= 0).all())
+    torch.testing.assert_close(attention.sum(dim=1), torch.ones(attention.shape[0]), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_translations_carry_text_tokens_scores_and_attention(translator, test_examples, beam_size):
+    examples = test_examples[:20]
+    translations = translator.translate([e.src for e in examples], beam_size=beam_size)
+    assert len(translations) == len(examples)
+    for example, translation in zip(examples, translations, strict=True):
+        assert translation.source == example.src
+        assert translation.source_tokens == example.src.split()
+        assert translation.text == " ".join(translation.tokens)  # letters: the detokenizer joins with spaces
+        assert translation.log_prob <= 0.0 and translation.score <= 0.0
+        assert translation.alternatives == []
+        check_attention(translation)
+    correct = sum(t.text == e.refs[0] for t, e in zip(translations, examples, strict=True))
+    assert correct >= 16, "300 steps learn to reverse letters almost perfectly"
+
+
+def test_beam_size_1_equals_greedy(translator, test_examples):
+    codec = translator.codec
+    ids = [codec.encode_source(e.src) for e in test_examples[:32]]
+    lengths = torch.tensor([len(x) for x in ids])
+    src = torch.zeros(len(ids), int(lengths.max()), dtype=torch.long)
+    for row, sentence in enumerate(ids):
+        src[row, : len(sentence)] = torch.tensor(sentence)
+    greedy = search.greedy(translator.model, src, lengths)
+    beam = search.beam_search(translator.model, src, lengths, beam_size=1, alpha=0.0)
+    for g, (b,) in zip(greedy, beam, strict=True):
+        assert g.tokens == b.tokens
+        assert g.log_prob == pytest.approx(b.log_prob, abs=1e-5)
+        torch.testing.assert_close(g.attention, b.attention)
+
+
+def test_n_best_lists_are_sorted_and_distinct(translator, test_examples):
+    for translation in translator.translate([e.src for e in test_examples[:10]], beam_size=4, n_best=4):
+        candidates = [translation, *translation.alternatives]
+        assert 2 <= len(candidates) <= 4
+        scores = [c.score for c in candidates]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(c.tokens) for c in candidates}) == len(candidates)
+        for candidate in candidates:
+            check_attention(candidate)
+    lines = nbest_lines(translator.translate(["a b", "c"], beam_size=2, n_best=2), first_index=5)
+    assert [line.split(" ||| ")[0] for line in lines] == ["5", "5", "6", "6"]
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_sentence_translates_the_same_alone_and_in_a_batch_of_64(translator, test_examples, beam_size):
+    sources = [e.src for e in test_examples[:64]]
+    batched = translator.translate(sources, beam_size=beam_size)
+    for source, in_batch in zip(sources, batched, strict=True):
+        (alone,) = translator.translate([source], beam_size=beam_size)
+        assert alone.tokens == in_batch.tokens, source
+        assert alone.score == pytest.approx(in_batch.score, abs=1e-4)
+        torch.testing.assert_close(alone.attention, in_batch.attention, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("n_best", [1, 2])
+def test_empty_and_blank_sentences_keep_their_place(translator, n_best):
+    translations = translator.translate(["a b c", "", "   ", "d e"], beam_size=2, n_best=n_best)
+    assert [t.text for t in translations[1:3]] == ["", ""]
+    assert translations[0].text and translations[3].text
+    for blank in translations[1:3]:
+        assert blank.tokens == [] and blank.source_tokens == [] and blank.attention.shape == (1, 0)
+
+
+def test_long_sentences_are_truncated_with_a_warning(translator, capsys):
+    long_sentence = " ".join("abcdefgh"[i % 8] for i in range(MAX_SOURCE_TOKENS + 50))
+    short, long = translator.translate(["a b", long_sentence], beam_size=1, first_number=7)
+    warning = capsys.readouterr().err
+    assert "sentence 8" in warning and f"{MAX_SOURCE_TOKENS + 50} tokens" in warning
+    assert short.text and len(long.source_tokens) == MAX_SOURCE_TOKENS
+    check_attention(long)
+
+
+@pytest.mark.parametrize(("beam_size", "n_best"), [(0, 1), (-2, 1), (2, 3), (2, 0)])
+def test_impossible_search_sizes_are_user_errors(translator, beam_size, n_best):
+    with pytest.raises(UserError, match=r"beam size|n-best"):
+        translator.translate(["a b"], beam_size=beam_size, n_best=n_best)
+    with pytest.raises(UserError, match="length penalty must be >= 0"):
+        translator.translate(["a b"], length_penalty=-1.0)
+
+
+def test_loading_errors_name_the_problem(run_dir, tmp_path):
+    with pytest.raises(UserError, match="no such run directory"):
+        Translator.from_checkpoint(tmp_path / "missing")
+    with pytest.raises(UserError, match="expected one of best, last"):
+        Translator.from_checkpoint(run_dir, which="kept")
+    with pytest.raises(UserError, match="not a run directory with checkpoints"):
+        Translator.from_checkpoint(tmp_path)
+    last = Translator.from_checkpoint(run_dir, which="last", device="cpu")
+    assert last.checkpoint.parent == run_dir / "checkpoints"
+
+
+def test_heatmap_writes_a_picture(translator, tmp_path):
+    translation, empty = translator.translate(["a b c", ""], beam_size=1)
+    path = heatmap(translation, tmp_path / "one.png")
+    assert path.read_bytes().startswith(b"\x89PNG")
+    with pytest.raises(UserError, match="empty sentence"):
+        heatmap(empty, tmp_path / "empty.png")
+
+
+def test_evaluate_scores_against_all_references(translator, test_examples):
+    examples = test_examples[:40]
+    result = evaluate(translator, examples, beam_size=1)
+    assert len(result.hypotheses) == 40 and result.sources == [e.src for e in examples]
+    assert result.bleu.score > 50 and result.chrf.score > 50 and result.tokenized_bleu.score > 50
+    assert "nrefs:1" in result.bleu.signature and "case:lc" in result.tokenized_bleu.signature
+    assert sum(bucket.sentences for bucket in result.by_length) == 40
+    wrong_only = [Example(e.src, ("z z z",)) for e in examples]
+    wrong_then_right = [Example(e.src, ("z z z", *e.refs)) for e in examples]
+    assert evaluate(translator, wrong_only, beam_size=1).bleu.score < 5
+    assert evaluate(translator, wrong_then_right, beam_size=1).bleu.score > 50
+    figures = result.figures()
+    assert figures["sentences"] == 40 and figures["bleu_by_length"][0]["bucket"] == "1-10"
+
+
+def test_significance_needs_several_systems_on_one_test_set(translator, test_examples):
+    greedy = evaluate(translator, test_examples[:30], beam_size=1)
+    beam = evaluate(translator, test_examples[:30], beam_size=3)
+    assert significance([("greedy", greedy)]) is None
+    results = significance([("greedy", greedy), ("beam", beam)], samples=50)
+    assert [r.system for r in results] == ["greedy", "beam"]
+    assert results[0].p_value is None and 0.0 <= results[1].p_value <= 1.0
+    other = evaluate(translator, test_examples[30:60], beam_size=1)
+    assert significance([("a", greedy), ("b", other)], samples=50) is None
+
+
+def test_reading_input_keeps_blank_lines_and_names_bad_bytes(tmp_path):
+    assert decode_lines("\ufeffa b\r\n\nc\n".encode(), "x") == ["a b", "", "c"]
+    assert decode_lines(b"a\nb", "x") == ["a", "b"]
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"a b\nc d\n\xff\xfe e\n")
+    with pytest.raises(UserError, match=r"bad\.txt:3: not valid UTF-8"):
+        read_input(str(bad))
+    with pytest.raises(UserError, match="file not found"):
+        read_input(str(tmp_path / "nope.txt"))
+    with pytest.raises(UserError, match="is a folder"):
+        read_input(str(tmp_path))
+
+
+def test_test_files_give_multi_reference_examples(tmp_path):
+    (tmp_path / "src").write_text("a b\nc d\n")
+    (tmp_path / "ref1").write_text("b a\n\n")
+    (tmp_path / "ref2").write_text("B A\nd c\n")
+    examples = read_test_files(str(tmp_path / "src"), [str(tmp_path / "ref1"), str(tmp_path / "ref2")])
+    assert examples == [Example("a b", ("b a", "B A")), Example("c d", ("d c",))]
+    (tmp_path / "short").write_text("b a\n")
+    with pytest.raises(UserError, match="has 1 lines but"):
+        read_test_files(str(tmp_path / "src"), [str(tmp_path / "short")])
+    with pytest.raises(UserError, match="no reference"):
+        read_test_files(str(tmp_path / "src"), [str(tmp_path / "ref1")])
