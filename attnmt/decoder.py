@@ -1,0 +1,379 @@
+"""Bahdanau- and Luong-style decoders, the bridge that starts them, and their state.
+
+Both decoders have the same calls, so the model and the search treat them alike:
+
+- `init_state(encoder_hidden (L_enc, B, H_enc)) -> DecoderState`
+- `step(prev_tokens (B,), state, memory, projected_keys, mask) -> (logits (B, V), state, weights (B, S))`:
+  the one step used by sampled training (teacher forcing below 1), greedy and beam search.
+- `forward(tgt_in (B, T), state, memory, projected_keys, mask, *, teacher_forcing_ratio, generator)
+  -> (logits (B, T, V), weights (B, T, S))`.
+
+`memory` (B, S, H_k) is the encoder's output, `projected_keys` what the attention's
+`project_keys` made of it once per batch, `mask` (B, S) True at real source positions.
+
+Speed by construction. The RNN parameters live in an nn.GRU / nn.LSTM, so where no step
+depends on attention through recurrence (Luong without input feeding; no attention at all)
+the whole target runs in one RNN call and one batched attention. A single step runs the same
+weights through the gate equations below: on one CPU thread at B=64, H=512 that ties with
+nn.GRUCell / nn.LSTMCell, while nn.LSTM on a length-1 sequence takes 1.3x as long forward-only
+and about 2x with backward (nn.GRU: a tie). Owning the gate equations also lets the
+teacher-forced loop project all target embeddings through the RNN's input weights at once, and
+the output layers run once over (B, T) after the loop: a step does only what depends on the
+previous state.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnmt.attention import NoAttention
+from attnmt.vocab import PAD
+
+
+class DecoderState(NamedTuple):
+    """What a decoder carries from one step to the next; rows are sentences (or hypotheses).
+
+    hidden: (L, B, H) every layer's state; the attention query is the top layer, hidden[-1].
+    cell:   (L, B, H) an LSTM's cell state; None for a GRU.
+    feed:   (B, H) Luong's previous attentional vector h~_{t-1} with input feeding; else None.
+    """
+
+    hidden: torch.Tensor
+    cell: torch.Tensor | None
+    feed: torch.Tensor | None
+
+    def index_select(self, rows: torch.Tensor) -> DecoderState:
+        """Keep (and repeat or reorder) rows: `rows` (B',) long -> a state of B' rows, e.g. for beams."""
+        return DecoderState(
+            self.hidden.index_select(1, rows),
+            None if self.cell is None else self.cell.index_select(1, rows),
+            None if self.feed is None else self.feed.index_select(0, rows),
+        )
+
+
+def _gru_cell(input_gates: torch.Tensor, hidden: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor):
+    """GRU, with torch's gate order (r, z, n); input_gates = W_i x + b_i (B, 3H), hidden (B, H).
+
+    r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z = sigmoid(W_iz x + b_iz + W_hz h + b_hz),
+    n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h.
+    """
+    input_r, input_z, input_n = input_gates.chunk(3, dim=-1)
+    hidden_r, hidden_z, hidden_n = F.linear(hidden, weight_hh, bias_hh).chunk(3, dim=-1)
+    reset = torch.sigmoid(input_r + hidden_r)
+    update = torch.sigmoid(input_z + hidden_z)
+    candidate = torch.tanh(input_n + reset * hidden_n)
+    return candidate + update * (hidden - candidate)  # (B, H)
+
+
+def _lstm_cell(input_gates, hidden, cell, weight_hh, bias_hh):
+    """LSTM, with torch's gate order (i, f, g, o); input_gates = W_i x + b_i (B, 4H).
+
+    c' = sigmoid(f) * c + sigmoid(i) * tanh(g), h' = sigmoid(o) * tanh(c').
+    """
+    gates = input_gates + F.linear(hidden, weight_hh, bias_hh)
+    in_gate, forget_gate, candidate, out_gate = gates.chunk(4, dim=-1)
+    cell = torch.sigmoid(forget_gate) * cell + torch.sigmoid(in_gate) * torch.tanh(candidate)
+    return torch.sigmoid(out_gate) * torch.tanh(cell), cell  # (B, H), (B, H)
+
+
+def _rnn_step(rnn: nn.RNNBase, input_gates: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor | None):
+    """One time step through every layer of `rnn` with its own weights.
+
+    input_gates: (B, G) the first layer's input projection W_ih x + b_ih, made by the caller so
+    that parts known in advance can be computed for all steps at once. hidden, cell: (L, B, H).
+    Between layers, dropout as nn.GRU / nn.LSTM apply it. Returns the new (hidden, cell).
+    """
+    new_hidden, new_cell = [], []
+    hidden_layers = hidden.unbind(0)
+    cell_layers = cell.unbind(0) if cell is not None else None
+    for layer in range(rnn.num_layers):
+        if layer > 0:
+            below = F.dropout(new_hidden[-1], rnn.dropout, rnn.training)
+            input_gates = F.linear(below, getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"bias_ih_l{layer}"))
+        weight_hh, bias_hh = getattr(rnn, f"weight_hh_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")
+        if cell is None:
+            new_hidden.append(_gru_cell(input_gates, hidden_layers[layer], weight_hh, bias_hh))
+        else:
+            layer_hidden, layer_cell = _lstm_cell(
+                input_gates, hidden_layers[layer], cell_layers[layer], weight_hh, bias_hh
+            )
+            new_hidden.append(layer_hidden)
+            new_cell.append(layer_cell)
+    return torch.stack(new_hidden), (torch.stack(new_cell) if cell is not None else None)  # (L, B, H)
+
+
+def _make_rnn(kind: str, input_size: int, hidden_size: int, num_layers: int, dropout: float) -> nn.RNNBase:
+    if kind not in ("gru", "lstm"):
+        raise ValueError(f"unknown rnn {kind!r}; expected gru or lstm")
+    rnn_class = nn.GRU if kind == "gru" else nn.LSTM
+    return rnn_class(input_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+
+
+def _split_input_weight(rnn: nn.RNNBase, embedding_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first layer's W_ih split by columns: the part reading the embedding, the part reading the rest."""
+    weight = rnn.weight_ih_l0
+    return weight[:, :embedding_size], weight[:, embedding_size:]
+
+
+def _full_sequence(rnn: nn.RNNBase, inputs: torch.Tensor, state: DecoderState) -> torch.Tensor:
+    """Run `rnn` over inputs (B, T, I) from `state` in one call; the top layer's outputs (B, T, H)."""
+    initial = state.hidden if state.cell is None else (state.hidden, state.cell)
+    return rnn(inputs, initial)[0]
+
+
+def _sampled_forward(decoder, tgt_in, state, memory, projected_keys, mask, *, teacher_forcing_ratio, generator):
+    """Training with teacher forcing below 1, step by step through `decoder.step`.
+
+    At each step t > 0 each sentence draws its own coin, as in scheduled sampling (Bengio et al.
+    2015): with probability `teacher_forcing_ratio` it is fed the gold token tgt_in[:, t],
+    otherwise the model's own argmax from step t - 1 (what greedy decoding would feed). Per
+    sentence rather than one coin per batch: every step then mixes both regimes, a lower-variance
+    signal than all-or-nothing steps. Step 0 is always fed tgt_in[:, 0] (BOS). The
+    coins come from `generator` (on tgt_in's device) or torch's global RNG, so seeded runs repeat;
+    they stay on the device, with no host sync in the loop. Returns (B, T, V) and (B, T, S).
+    """
+    batch_size, steps = tgt_in.shape
+    gold = None
+    if teacher_forcing_ratio > 0.0:
+        coins = torch.rand(batch_size, steps, generator=generator, device=tgt_in.device)
+        gold = coins < teacher_forcing_ratio  # (B, T)
+    tokens = tgt_in[:, 0]
+    all_logits, all_weights = [], []
+    for t in range(steps):
+        if t > 0:
+            predicted = all_logits[-1].argmax(dim=-1)  # (B,)
+            tokens = predicted if gold is None else torch.where(gold[:, t], tgt_in[:, t], predicted)
+        logits, state, weights = decoder.step(tokens, state, memory, projected_keys, mask)
+        all_logits.append(logits)
+        all_weights.append(weights)
+    return torch.stack(all_logits, dim=1), torch.stack(all_weights, dim=1)  # (B, T, V), (B, T, S)
+
+
+class Bridge(nn.Module):
+    """The decoder's initial hidden state from the encoder's final one (L_enc, B, H_enc) -> (L, B, H).
+
+    tanh: s_0 = tanh(W_b h_final + b_b), the final state being [h_forward_S; h_backward_1] for
+    a bidirectional encoder. Bahdanau et al. (2015) use h_backward_1 alone; theirs is the case
+    where W_b ignores the forward half, which this can learn. With L_enc == L, decoder layer i
+    starts from encoder layer i; otherwise every decoder layer starts from the encoder's top
+    layer. One W_b serves all layers. zeros: s_0 = 0. An LSTM's initial cell is always zero: the
+    encoder's information enters through s_0 and the gates, and a cell state, unbounded, is not
+    something a tanh layer should produce.
+    """
+
+    def __init__(self, *, encoder_size: int, decoder_size: int, decoder_layers: int, kind: str = "tanh"):
+        super().__init__()
+        if kind not in ("tanh", "zeros"):
+            raise ValueError(f"unknown bridge {kind!r}; expected tanh or zeros")
+        self.decoder_size, self.decoder_layers = decoder_size, decoder_layers
+        self.projection = nn.Linear(encoder_size, decoder_size) if kind == "tanh" else None
+
+    def forward(self, encoder_hidden: torch.Tensor) -> torch.Tensor:
+        """encoder_hidden (L_enc, B, H_enc) -> initial decoder hidden (L, B, H)."""
+        encoder_layers, batch_size, _ = encoder_hidden.shape
+        if self.projection is None:
+            return encoder_hidden.new_zeros(self.decoder_layers, batch_size, self.decoder_size)
+        if encoder_layers != self.decoder_layers:
+            encoder_hidden = encoder_hidden[-1:].expand(self.decoder_layers, -1, -1)  # (L, B, H_enc)
+        return torch.tanh(self.projection(encoder_hidden))  # (L, B, H)
+
+
+class BahdanauDecoder(nn.Module):
+    """Bahdanau et al. (2015): attend with the previous state, then update it.
+
+        c_t = attention(s_{t-1}, h)                       s_{t-1}: top layer's previous state
+        s_t = RNN(s_{t-1}, [E y_{t-1}; c_t])
+        t~_t = W_o [s_t; c_t; E y_{t-1}] + b_o            (B, 2E)
+        t_t = maxout(t~_t) = max over adjacent pairs      (B, E)
+        logits_t = W_out dropout(t_t) + b_out             (B, V)
+
+    The deep output with maxout follows the paper; its size is the embedding size E, so the
+    output matrix W_out (V, E) can be tied to the target embedding. Dropout on embeddings,
+    between RNN layers and before W_out.
+    """
+
+    def __init__(
+        self,
+        *,
+        vocab_size: int,
+        embedding_size: int,
+        hidden_size: int,
+        num_layers: int,
+        rnn: str,
+        attention: nn.Module,
+        bridge: Bridge,
+        memory_size: int,
+        dropout: float = 0.0,
+        tie_embeddings: bool = False,
+        padding_idx: int = PAD,
+    ):
+        super().__init__()
+        self.embedding_size, self.hidden_size = embedding_size, hidden_size
+        self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=padding_idx)
+        self.dropout = nn.Dropout(dropout)
+        self.bridge = bridge
+        self.attention = attention
+        self.rnn = _make_rnn(rnn, embedding_size + memory_size, hidden_size, num_layers, dropout)
+        self.pre_output = nn.Linear(hidden_size + memory_size + embedding_size, 2 * embedding_size)
+        self.output = nn.Linear(embedding_size, vocab_size)
+        if tie_embeddings:
+            self.output.weight = self.embedding.weight
+
+    def init_state(self, encoder_hidden: torch.Tensor) -> DecoderState:
+        hidden = self.bridge(encoder_hidden)  # (L, B, H)
+        return DecoderState(hidden, torch.zeros_like(hidden) if isinstance(self.rnn, nn.LSTM) else None, None)
+
+    def _recur(self, input_gates, context_weight, state, memory, projected_keys, mask):
+        """input_gates (B, G) = W_ih[E] E y_{t-1} + b_ih -> (s_t state, c_t (B, H_k), weights (B, S))."""
+        context, weights = self.attention(state.hidden[-1], memory, projected_keys, mask)  # (B, H_k), (B, S)
+        gates = input_gates + F.linear(context, context_weight)  # (B, G)
+        hidden, cell = _rnn_step(self.rnn, gates, state.hidden, state.cell)
+        return DecoderState(hidden, cell, None), context, weights
+
+    def _readout(self, top: torch.Tensor, context: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
+        """[s_t; c_t; E y_{t-1}] (B, [T,] H + H_k + E) -> logits (B, [T,] V)."""
+        pre_output = self.pre_output(torch.cat([top, context, embedded], dim=-1))  # (B, [T,] 2E)
+        maxout = pre_output.unflatten(-1, (self.embedding_size, 2)).amax(dim=-1)  # (B, [T,] E)
+        return self.output(self.dropout(maxout))
+
+    def step(self, prev_tokens, state, memory, projected_keys, mask):
+        """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S))."""
+        assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
+        embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
+        embedding_weight, context_weight = _split_input_weight(self.rnn, self.embedding_size)
+        input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, G)
+        state, context, weights = self._recur(input_gates, context_weight, state, memory, projected_keys, mask)
+        return self._readout(state.hidden[-1], context, embedded), state, weights
+
+    def forward(self, tgt_in, state, memory, projected_keys, mask, *, teacher_forcing_ratio=1.0, generator=None):
+        """tgt_in (B, T) long -> (logits (B, T, V), attention weights (B, T, S))."""
+        if teacher_forcing_ratio < 1.0:
+            return _sampled_forward(
+                self, tgt_in, state, memory, projected_keys, mask,
+                teacher_forcing_ratio=teacher_forcing_ratio, generator=generator,
+            )  # fmt: skip
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        steps = tgt_in.shape[1]
+        if isinstance(self.attention, NoAttention):  # a fixed context: no recurrence through attention
+            query = state.hidden[-1].unsqueeze(1).expand(-1, steps, -1)  # (B, T, H), ignored by NoAttention
+            contexts, weights = self.attention(query, memory, projected_keys, mask)  # (B, T, H_k), (B, T, S)
+            tops = _full_sequence(self.rnn, torch.cat([embedded, contexts], dim=-1), state)  # (B, T, H)
+            return self._readout(tops, contexts, embedded), weights
+        embedding_weight, context_weight = _split_input_weight(self.rnn, self.embedding_size)
+        input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, T, G), all steps at once
+        tops, contexts, all_weights = [], [], []
+        for step_gates in input_gates.unbind(dim=1):  # unbind: slicing [:, t] would give T full-size zero grads
+            state, context, weights = self._recur(step_gates, context_weight, state, memory, projected_keys, mask)
+            tops.append(state.hidden[-1])
+            contexts.append(context)
+            all_weights.append(weights)
+        logits = self._readout(torch.stack(tops, dim=1), torch.stack(contexts, dim=1), embedded)  # (B, T, V)
+        return logits, torch.stack(all_weights, dim=1)  # (B, T, V), (B, T, S)
+
+
+class LuongDecoder(nn.Module):
+    """Luong et al. (2015): update the state, then attend with it.
+
+        h_t = RNN(h_{t-1}, [E y_{t-1}; h~_{t-1}])   with input feeding (h~_0 = 0)
+        h_t = RNN(h_{t-1}, E y_{t-1})                without
+        c_t = attention(h_t, h)                      h_t: top layer's new state
+        h~_t = tanh(W_c [c_t; h_t])                  (B, H), the attentional vector
+        logits_t = W_out P dropout(h~_t) + b_out     (B, V)
+
+    P (E x H) exists only when the output matrix is tied to the target embedding and H != E;
+    otherwise W_out reads h~_t directly. The fed vector h~_{t-1} is taken before dropout.
+    Without input feeding no step depends on attention, so teacher-forced training runs the RNN
+    over the whole target in one call and attends for all steps at once.
+    """
+
+    def __init__(
+        self,
+        *,
+        vocab_size: int,
+        embedding_size: int,
+        hidden_size: int,
+        num_layers: int,
+        rnn: str,
+        attention: nn.Module,
+        bridge: Bridge,
+        memory_size: int,
+        input_feeding: bool = True,
+        dropout: float = 0.0,
+        tie_embeddings: bool = False,
+        padding_idx: int = PAD,
+    ):
+        super().__init__()
+        self.embedding_size, self.hidden_size, self.input_feeding = embedding_size, hidden_size, input_feeding
+        self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=padding_idx)
+        self.dropout = nn.Dropout(dropout)
+        self.bridge = bridge
+        self.attention = attention
+        rnn_input = embedding_size + (hidden_size if input_feeding else 0)
+        self.rnn = _make_rnn(rnn, rnn_input, hidden_size, num_layers, dropout)
+        self.combine = nn.Linear(memory_size + hidden_size, hidden_size, bias=False)  # W_c
+        needs_projection = tie_embeddings and hidden_size != embedding_size
+        self.to_embedding = nn.Linear(hidden_size, embedding_size, bias=False) if needs_projection else None  # P
+        self.output = nn.Linear(embedding_size if tie_embeddings else hidden_size, vocab_size)
+        if tie_embeddings:
+            self.output.weight = self.embedding.weight
+
+    def init_state(self, encoder_hidden: torch.Tensor) -> DecoderState:
+        hidden = self.bridge(encoder_hidden)  # (L, B, H)
+        cell = torch.zeros_like(hidden) if isinstance(self.rnn, nn.LSTM) else None
+        feed = hidden.new_zeros(hidden.shape[1:]) if self.input_feeding else None  # h~_0 = 0, (B, H)
+        return DecoderState(hidden, cell, feed)
+
+    def _attend(self, top, memory, projected_keys, mask):
+        """h_t (B, [T,] H) -> (h~_t (B, [T,] H), weights (B, [T,] S))."""
+        context, weights = self.attention(top, memory, projected_keys, mask)  # (B, [T,] H_k)
+        return torch.tanh(self.combine(torch.cat([context, top], dim=-1))), weights
+
+    def _recur(self, input_gates, feed_weight, state, memory, projected_keys, mask):
+        """input_gates (B, G) = W_ih[E] E y_{t-1} + b_ih -> (new state, h~_t (B, H), weights (B, S))."""
+        if self.input_feeding:
+            input_gates = input_gates + F.linear(state.feed, feed_weight)
+        hidden, cell = _rnn_step(self.rnn, input_gates, state.hidden, state.cell)
+        attentional, weights = self._attend(hidden[-1], memory, projected_keys, mask)
+        return DecoderState(hidden, cell, attentional if self.input_feeding else None), attentional, weights
+
+    def _readout(self, attentional: torch.Tensor) -> torch.Tensor:
+        """h~ (B, [T,] H) -> logits (B, [T,] V)."""
+        attentional = self.dropout(attentional)
+        if self.to_embedding is not None:
+            attentional = self.to_embedding(attentional)  # (B, [T,] E)
+        return self.output(attentional)
+
+    def step(self, prev_tokens, state, memory, projected_keys, mask):
+        """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S))."""
+        assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
+        embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
+        embedding_weight, feed_weight = _split_input_weight(self.rnn, self.embedding_size)
+        input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, G)
+        state, attentional, weights = self._recur(input_gates, feed_weight, state, memory, projected_keys, mask)
+        return self._readout(attentional), state, weights
+
+    def forward(self, tgt_in, state, memory, projected_keys, mask, *, teacher_forcing_ratio=1.0, generator=None):
+        """tgt_in (B, T) long -> (logits (B, T, V), attention weights (B, T, S))."""
+        if teacher_forcing_ratio < 1.0:
+            return _sampled_forward(
+                self, tgt_in, state, memory, projected_keys, mask,
+                teacher_forcing_ratio=teacher_forcing_ratio, generator=generator,
+            )  # fmt: skip
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        if not self.input_feeding:
+            tops = _full_sequence(self.rnn, embedded, state)  # (B, T, H), one call
+            attentional, weights = self._attend(tops, memory, projected_keys, mask)  # (B, T, H), (B, T, S)
+            return self._readout(attentional), weights
+        embedding_weight, feed_weight = _split_input_weight(self.rnn, self.embedding_size)
+        input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, T, G), all steps at once
+        all_attentional, all_weights = [], []
+        for step_gates in input_gates.unbind(dim=1):  # unbind: slicing [:, t] would give T full-size zero grads
+            state, attentional, weights = self._recur(step_gates, feed_weight, state, memory, projected_keys, mask)
+            all_attentional.append(attentional)
+            all_weights.append(weights)
+        logits = self._readout(torch.stack(all_attentional, dim=1))  # (B, T, V)
+        return logits, torch.stack(all_weights, dim=1)  # (B, T, V), (B, T, S)

@@ -1,0 +1,224 @@
+"""`Seq2Seq`: encoder + decoder, `build_model` (the one reader of the model config), and `summary`.
+
+The model's calls, all batch-first:
+
+- `model(src, src_lengths, tgt_in, teacher_forcing_ratio=1.0, generator=None)`
+  -> logits (B, T, V), attention weights (B, T, S): training and validation.
+- `encode(src, src_lengths) -> EncoderOutput`, `init_state(encoder_output) -> DecoderState`,
+  `decode_step(prev_tokens (B,), state, encoder_output) -> (logits (B, V), state, weights (B, S))`:
+  what greedy and beam search need. Both `EncoderOutput` and `DecoderState` have
+  `index_select(rows)` to repeat rows for K beams (B -> B*K) and to reorder hypotheses.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from attnmt.attention import AdditiveAttention, DotAttention, GeneralAttention, NoAttention
+from attnmt.config import ModelConfig
+from attnmt.decoder import BahdanauDecoder, Bridge, DecoderState, LuongDecoder
+from attnmt.encoder import Encoder
+from attnmt.vocab import PAD
+
+
+class EncoderOutput(NamedTuple):
+    """The encoded source batch, computed once and read at every decoding step.
+
+    memory:         (B, S, H_enc) the annotations, zero at padding.
+    mask:           (B, S) bool, True at real source positions.
+    projected_keys: the attention's key-side projection of `memory` (e.g. (B, S, A) for
+                    additive), made once per batch so no step recomputes it.
+    final_hidden:   (L_enc, B, H_enc) the encoder's final states, [forward; backward] per layer.
+    """
+
+    memory: torch.Tensor
+    mask: torch.Tensor
+    projected_keys: torch.Tensor
+    final_hidden: torch.Tensor
+
+    def index_select(self, rows: torch.Tensor) -> EncoderOutput:
+        """Keep, repeat or reorder rows: `rows` (B',) long -> an output of B' rows (beams: B*K)."""
+        return EncoderOutput(
+            self.memory.index_select(0, rows),
+            self.mask.index_select(0, rows),
+            self.projected_keys.index_select(0, rows),
+            self.final_hidden.index_select(1, rows),
+        )
+
+
+class Seq2Seq(nn.Module):
+    """An encoder and a decoder (which holds the attention and the bridge)."""
+
+    def __init__(self, *, encoder: Encoder, decoder: BahdanauDecoder | LuongDecoder):
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
+        """src (B, S) long, src_lengths (B,) long (each >= 1) -> EncoderOutput."""
+        memory, final_hidden = self.encoder(src, src_lengths)  # (B, S, H_enc), (L_enc, B, H_enc)
+        positions = torch.arange(src.shape[1], device=src.device)
+        mask = positions.unsqueeze(0) < src_lengths.to(src.device).unsqueeze(1)  # (B, S)
+        projected_keys = self.decoder.attention.project_keys(memory, mask)
+        return EncoderOutput(memory, mask, projected_keys, final_hidden)
+
+    def init_state(self, encoder_output: EncoderOutput) -> DecoderState:
+        return self.decoder.init_state(encoder_output.final_hidden)
+
+    def decode_step(
+        self, prev_tokens: torch.Tensor, state: DecoderState, encoder_output: EncoderOutput
+    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S))."""
+        memory, mask, projected_keys, _ = encoder_output
+        return self.decoder.step(prev_tokens, state, memory, projected_keys, mask)
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor,
+        tgt_in: torch.Tensor,
+        teacher_forcing_ratio: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """src (B, S), src_lengths (B,), tgt_in (B, T) = BOS y_1 ... y_n PAD...
+
+        Returns logits (B, T, V) and attention weights (B, T, S), all zeros for `none`.
+        With `teacher_forcing_ratio` < 1 each sentence is fed its own argmax at each step with
+        probability 1 - ratio, the coins drawn from `generator` or torch's global RNG.
+        """
+        assert tgt_in.dim() == 2 and tgt_in.shape[0] == src.shape[0], f"tgt_in {tuple(tgt_in.shape)}"
+        assert 0.0 <= teacher_forcing_ratio <= 1.0, f"teacher_forcing_ratio {teacher_forcing_ratio}"
+        encoder_output = self.encode(src, src_lengths)
+        state = self.init_state(encoder_output)
+        memory, mask, projected_keys, _ = encoder_output
+        return self.decoder(
+            tgt_in,
+            state,
+            memory,
+            projected_keys,
+            mask,
+            teacher_forcing_ratio=teacher_forcing_ratio,
+            generator=generator,
+        )
+
+
+def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    """The model that `cfg` describes, initialized as `cfg.init` says.
+
+    Sizes follow from the config alone: the attention's keys are the encoder's outputs
+    (encoder_hidden x directions), its queries the decoder's top layer (decoder_hidden);
+    additive attention's size defaults to decoder_hidden. `input_feeding` applies to the Luong
+    decoder only; the Bahdanau decoder feeds the context it attends to by construction.
+    """
+    encoder = Encoder(
+        vocab_size=src_vocab_size,
+        embedding_size=cfg.embedding_size,
+        hidden_size=cfg.encoder_hidden,
+        num_layers=cfg.encoder_layers,
+        bidirectional=cfg.bidirectional,
+        rnn=cfg.rnn,
+        dropout=cfg.dropout,
+        padding_idx=PAD,
+    )
+    sizes = {"query_size": cfg.decoder_hidden, "key_size": encoder.output_size}
+    if cfg.attention == "additive":
+        attention = AdditiveAttention(**sizes, attention_size=cfg.attention_size or cfg.decoder_hidden)
+    elif cfg.attention in ("dot", "scaled_dot"):
+        attention = DotAttention(**sizes, scaled=cfg.attention == "scaled_dot")
+    elif cfg.attention == "general":
+        attention = GeneralAttention(**sizes)
+    else:
+        attention = NoAttention(**sizes)
+    bridge = Bridge(
+        encoder_size=encoder.output_size,
+        decoder_size=cfg.decoder_hidden,
+        decoder_layers=cfg.decoder_layers,
+        kind=cfg.bridge,
+    )
+    common = {
+        "vocab_size": tgt_vocab_size,
+        "embedding_size": cfg.embedding_size,
+        "hidden_size": cfg.decoder_hidden,
+        "num_layers": cfg.decoder_layers,
+        "rnn": cfg.rnn,
+        "attention": attention,
+        "bridge": bridge,
+        "memory_size": encoder.output_size,
+        "dropout": cfg.dropout,
+        "tie_embeddings": cfg.tie_embeddings,
+        "padding_idx": PAD,
+    }
+    if cfg.decoder == "bahdanau":
+        decoder = BahdanauDecoder(**common)
+    else:
+        decoder = LuongDecoder(**common, input_feeding=cfg.input_feeding)
+    model = Seq2Seq(encoder=encoder, decoder=decoder)
+    initialize(model, scheme=cfg.init, scale=cfg.init_scale)
+    return model
+
+
+def initialize(model: nn.Module, *, scheme: str, scale: float = 0.1) -> None:
+    """Initialize every parameter in place; embeddings' PAD rows end at zero.
+
+    uniform: every parameter from U(-scale, scale) (Sutskever et al. 2014; Luong et al. 2015
+    with scale 0.1). xavier: Glorot-uniform for each gate block of an input matrix and for every
+    other matrix, orthogonal for each gate block of a recurrent matrix (Saxe et al. 2014, as in
+    Bahdanau et al. 2015), zero biases except an LSTM's forget gate, which starts at 1
+    (Jozefowicz et al. 2015) so the cell remembers by default.
+    """
+    if scheme not in ("uniform", "xavier"):
+        raise ValueError(f"unknown init {scheme!r}; expected uniform or xavier")
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if scheme == "uniform":
+                parameter.uniform_(-scale, scale)
+            elif parameter.dim() == 1:
+                parameter.zero_()
+            elif "weight_hh" in name:
+                for block in parameter.split(parameter.shape[1]):  # one (H, H) block per gate
+                    nn.init.orthogonal_(block)
+            elif "weight_ih" in name:
+                for block in parameter.split(_gate_size(model, name)):
+                    nn.init.xavier_uniform_(block)
+            else:
+                nn.init.xavier_uniform_(parameter)
+        for module in model.modules():
+            if isinstance(module, nn.LSTM) and scheme == "xavier":
+                for bias_name, bias in module.named_parameters():
+                    if bias_name.startswith("bias_ih"):
+                        bias[module.hidden_size : 2 * module.hidden_size] = 1.0  # gate order i, f, g, o
+            if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+                module.weight[module.padding_idx] = 0.0
+
+
+def _gate_size(model: nn.Module, parameter_name: str) -> int:
+    """The hidden size of the RNN owning `parameter_name`: one gate block's rows."""
+    return model.get_submodule(parameter_name.rsplit(".", 1)[0]).hidden_size
+
+
+def summary(model: nn.Module) -> str:
+    """A table of parameter counts per part (encoder.rnn, decoder.attention, ...) and the total.
+
+    A parameter shared by two parts (tied embeddings) is counted once, where it first appears.
+    """
+    rows, seen = [], set()
+    for top_name, top in model.named_children():
+        for part_name, part in top.named_children():
+            fresh = [p for p in part.parameters() if id(p) not in seen]
+            shared = sum(1 for p in part.parameters() if id(p) in seen)
+            seen.update(id(p) for p in fresh)
+            note = " (+ tied weights counted above)" if shared else ""
+            rows.append((f"{top_name}.{part_name}", sum(p.numel() for p in fresh), note))
+        loose = [p for p in top.parameters(recurse=False) if id(p) not in seen]
+        if loose:
+            seen.update(id(p) for p in loose)
+            rows.append((top_name, sum(p.numel() for p in loose), ""))
+    total = sum(count for _, count, _ in rows)
+    width = max(len(name) for name, _, _ in [*rows, ("total", 0, "")])
+    lines = [f"{'part':<{width}}  {'parameters':>12}"]
+    lines += [f"{name:<{width}}  {count:>12,}{note}" for name, count, note in rows if count or note]
+    lines.append(f"{'total':<{width}}  {total:>12,}")
+    return "\n".join(lines)
