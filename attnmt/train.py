@@ -12,8 +12,6 @@ DistributedDataParallel averages the gradients.
 
 from __future__ import annotations
 
-import json
-import math
 import random
 import signal
 import time
@@ -36,9 +34,10 @@ from attnmt.config import Config, save_config
 from attnmt.data import Batch, DataBundle, TextCodec, build_data, collate
 from attnmt.metrics import bleu, perplexity
 from attnmt.model import build_model
+from attnmt.runlog import MetricsLog, ProgressDisplay
 from attnmt.schedules import lr_multiplier, teacher_forcing_ratio
 from attnmt.search import decode_all
-from attnmt.utils import Interrupted, UserError, choose_device, seed_everything, write_text_atomic
+from attnmt.utils import Interrupted, UserError, choose_device, seed_everything
 from attnmt.vocab import PAD
 
 
@@ -129,42 +128,6 @@ def _prepare_run_dir(config: Config, bundle: DataBundle, resume: bool, is_main: 
         save_config(config, run_dir / "config.yaml")
         bundle.codec.save(run_dir)
     return run_dir
-
-
-class MetricsLog:
-    """metrics.jsonl (one JSON record per line) plus TensorBoard when it is installed."""
-
-    def __init__(self, run_dir: Path, resume_step: int | None, enabled: bool) -> None:
-        self.path = run_dir / "metrics.jsonl"
-        self.enabled = enabled
-        self.writer = None
-        if not enabled:
-            return
-        if resume_step is not None and self.path.exists():  # drop records a killed run wrote after its checkpoint
-            kept = [line for line in self.path.read_text().splitlines() if json.loads(line)["step"] <= resume_step]
-            write_text_atomic(self.path, "".join(line + "\n" for line in kept))
-        elif resume_step is None:
-            write_text_atomic(self.path, "")
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(str(run_dir / "tensorboard"))
-        except ImportError:
-            self.writer = None
-
-    def write(self, record: dict) -> None:
-        if not self.enabled:
-            return
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
-        if self.writer is not None:
-            for key, value in record.items():
-                if key != "step" and isinstance(value, int | float) and math.isfinite(value):
-                    self.writer.add_scalar(key, value, record["step"])
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
 
 
 def _trainer_state(optimizer: torch.optim.Optimizer, progress: Progress) -> dict:
@@ -269,6 +232,14 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir, self.progress.step if resume else None, self.context.is_main)
         self.ddp_model = distributed.wrap(self.model, self.context, self.device)
         self.sampler = self.bundle.sampler(config.data, shuffle=True, seed=config.train.seed)
+        self.display = ProgressDisplay(
+            total_steps=config.train.max_steps, total_minutes=config.train.max_minutes, enabled=self.context.is_main
+        )
+
+    def say(self, message: str) -> None:
+        """A line for the user: above the progress bar when there is one."""
+        if self.context.is_main and not self.display.print(message):
+            self.log(message)
 
     def save(self, score: float | None = None) -> Path | None:
         if not self.context.is_main:
@@ -338,6 +309,7 @@ class Trainer:
                 progress.step += 1
                 progress.epoch, progress.position = epoch, position + 1
                 progress.elapsed = elapsed_before + time.perf_counter() - started
+                self.display.update(step=progress.step, elapsed=progress.elapsed)
                 window["loss"] += float(loss)
                 window["steps"] += 1
                 if progress.step % train.log_every == 0:
@@ -345,13 +317,14 @@ class Trainer:
                 if progress.step % train.valid_every == 0:
                     last_validated = progress.step
                     if self._validate_and_save():
-                        self.log(f"early stop at step {progress.step}: no improvement in {train.patience} validations")
+                        self.say(f"early stop at step {progress.step}: no improvement in {train.patience} validations")
                         break
                 if distributed.any_flag(self.context, stop.received is not None, self.device):
                     path = self.save()
                     raise Interrupted(f"interrupted at step {progress.step}; resumable checkpoint: {path}")
         if last_validated != progress.step and progress.step > 0:
             self._validate_and_save()
+        self.display.close()
         self.metrics.close()
         return {
             "run_dir": str(self.run_dir),
@@ -373,7 +346,14 @@ class Trainer:
             "elapsed": self.progress.elapsed,
         }
         self.metrics.write(record)
-        if self.context.is_main:
+        self.display.update(
+            step=record["step"],
+            elapsed=record["elapsed"],
+            loss=record["train_loss"],
+            speed=record["tokens_per_s"],
+            lr=record["lr"],
+        )
+        if self.context.is_main and self.display.progress is None:
             self.log(
                 f"step {record['step']:>6}  epoch {record['epoch']}  loss {record['train_loss']:.3f}  "
                 f"lr {record['lr']:.2e}  {record['tokens_per_s']:,.0f} tok/s  {record['elapsed'] / 60:.1f} min"
@@ -397,7 +377,7 @@ class Trainer:
                     progress.plateau_scale *= train.plateau_factor
             self.metrics.write({"step": progress.step, **results, "best": progress.best_score})
             shown = ", ".join(f"{key} {value:.3f}" for key, value in results.items())
-            self.log(f"validation at step {progress.step}: {shown}{'  (best)' if improved else ''}")
+            self.say(f"validation at step {progress.step}: {shown}{'  (best)' if improved else ''}")
             self.save(score)
             stop = train.patience is not None and progress.bad_validations >= train.patience
         # Every process must agree on what validation decided (lr scale, best score, stopping).
@@ -414,4 +394,5 @@ def fit(config: Config, *, resume: bool = False, data_dir: str | None = None, lo
     try:
         return trainer.run()
     finally:
+        trainer.display.close()
         distributed.teardown(trainer.context)

@@ -26,6 +26,7 @@ ALLOWED = {
     "model": {"attention", "encoder", "decoder", "config", "vocab"},
     "search": {"model", "vocab", "decoder"},
     "schedules": set(),
+    "runlog": {"utils"},
     "distributed": set(),
     "checkpoint": {"utils", "config", "model", "vocab", "tokenize"},
     "train": {
@@ -41,6 +42,7 @@ ALLOWED = {
         "plot",
         "schedules",
         "distributed",
+        "runlog",
     },
     "translate": {
         "utils",

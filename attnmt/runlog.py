@@ -1,0 +1,105 @@
+"""What a training run reports: metrics.jsonl, TensorBoard, and a progress bar in a terminal.
+
+metrics.jsonl holds one JSON record per line, each with a "step" (training records:
+train_loss, lr, tokens_per_s, elapsed; validation records: valid_loss, valid_ppl, valid_bleu,
+best). It is what `attnmt plot curves` and sweeps read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from attnmt.utils import write_text_atomic
+
+
+class MetricsLog:
+    """metrics.jsonl (one JSON record per line) plus TensorBoard when it is installed."""
+
+    def __init__(self, run_dir: Path, resume_step: int | None, enabled: bool) -> None:
+        self.path = run_dir / "metrics.jsonl"
+        self.enabled = enabled
+        self.writer = None
+        if not enabled:
+            return
+        if resume_step is not None and self.path.exists():  # drop records a killed run wrote after its checkpoint
+            kept = [line for line in self.path.read_text().splitlines() if json.loads(line)["step"] <= resume_step]
+            write_text_atomic(self.path, "".join(line + "\n" for line in kept))
+        elif resume_step is None:
+            write_text_atomic(self.path, "")
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(run_dir / "tensorboard"))
+        except ImportError:
+            self.writer = None
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            for key, value in record.items():
+                if key != "step" and isinstance(value, int | float) and math.isfinite(value):
+                    self.writer.add_scalar(key, value, record["step"])
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+class ProgressDisplay:
+    """A rich progress bar (loss, tokens/s, lr, ETA) when stdout is a terminal; plain log
+    lines otherwise (CI logs, files). Measures progress in steps when the run has a step
+    limit, else in minutes of its time limit."""
+
+    def __init__(self, *, total_steps: int | None, total_minutes: float | None, enabled: bool) -> None:
+        self.by_steps = total_steps is not None
+        total = total_steps if self.by_steps else (60.0 * total_minutes if total_minutes else None)
+        self.progress: Progress | None = None
+        if enabled and sys.stdout.isatty():
+            self.progress = Progress(
+                TextColumn("[bold]train"),
+                BarColumn(),
+                TextColumn("step {task.fields[step]}  loss {task.fields[loss]}  {task.fields[speed]} tok/s"),
+                TextColumn("lr {task.fields[lr]}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=Console(),
+            )
+            self.task = self.progress.add_task("train", total=total, step=0, loss="-", speed="-", lr="-")
+            self.progress.start()
+
+    def update(
+        self,
+        *,
+        step: int,
+        elapsed: float,
+        loss: float | None = None,
+        speed: float | None = None,
+        lr: float | None = None,
+    ) -> None:
+        if self.progress is None:
+            return
+        fields = {"step": step}
+        if loss is not None:
+            fields.update(loss=f"{loss:.3f}", speed=f"{speed:,.0f}", lr=f"{lr:.2e}")
+        self.progress.update(self.task, completed=step if self.by_steps else elapsed, **fields)
+
+    def print(self, message: str) -> bool:
+        """Print above the bar; False when there is no bar (the caller logs instead)."""
+        if self.progress is None:
+            return False
+        self.progress.console.print(message)
+        return True
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
