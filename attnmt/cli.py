@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
-from rich.table import Table
 
 from attnmt.config import load_config
+from attnmt.tables import length_table, scores_table, stats_table
 from attnmt.utils import Interrupted, UserError, atomic_path, write_text_atomic
 
 if TYPE_CHECKING:
@@ -120,34 +120,6 @@ def _run_validate(args: argparse.Namespace, console: Console) -> None:
     console.print(f"# {args.config}: valid", style="green")
 
 
-def _stats_table(figures: dict) -> Table:
-    table = Table(title=f"{figures['corpus']} {figures['direction']}", show_header=True)
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    table.add_row("pairs read (before filtering and splitting)", f"{figures['raw_pairs']:,}")
-    for split in ("train", "valid", "test"):
-        sources = figures["sources"].get(split)
-        detail = f" ({sources:,} sources)" if sources is not None else ""
-        table.add_row(f"{split} pairs", f"{figures['pairs'][split]:,}{detail}")
-    for side in ("train_src", "train_tgt"):
-        lengths = figures["lengths"][side]
-        table.add_row(
-            f"{side} tokens mean / p50 / p90 / p99 / max",
-            f"{lengths['mean']:.1f} / {lengths['p50']} / {lengths['p90']} / {lengths['p99']} / {lengths['max']}",
-        )
-    table.add_row("vocabulary src / tgt", f"{figures['vocab']['src']:,} / {figures['vocab']['tgt']:,}")
-    oov = figures["oov_rate"]
-    table.add_row("OOV rate valid src / tgt", f"{oov['valid_src']:.2%} / {oov['valid_tgt']:.2%}")
-    table.add_row("OOV rate test src / tgt", f"{oov['test_src']:.2%} / {oov['test_tgt']:.2%}")
-    batching = figures["batching"]
-    table.add_row("train batches (mean sentences each)", f"{batching['batches']:,} ({batching['mean_sentences']:.1f})")
-    table.add_row(
-        "padding: bucketed / random batches",
-        f"{batching['padding_bucketed']:.1%} / {batching['padding_random']:.1%}",
-    )
-    return table
-
-
 def _run_data_stats(args: argparse.Namespace, console: Console) -> None:
     from attnmt.data import build_data
     from attnmt.stats import describe
@@ -156,7 +128,7 @@ def _run_data_stats(args: argparse.Namespace, console: Console) -> None:
     config = load_config(args.config, args.overrides)
     bundle = build_data(config.data, data_dir=args.data_dir)
     figures = describe(bundle, config.data, seed=config.train.seed)
-    console.print(_stats_table(figures))
+    console.print(stats_table(figures))
     if figures["attribution"]:
         console.print(f"[dim]{figures['attribution']}[/dim]")
     if args.json_path:
@@ -292,39 +264,6 @@ def _evaluate_runs(args: argparse.Namespace, console: Console) -> list[tuple[str
     return results
 
 
-def _scores_table(results: list, bootstrap: list | None, title: str) -> Table:
-    table = Table(title=title)
-    table.add_column("run", overflow="fold")
-    columns = ["sentences", "BLEU", "chrF2", "BLEU tok-lc"] + (["BLEU 95% CI", "p vs first"] if bootstrap else [])
-    for column in columns:
-        table.add_column(column, justify="right", no_wrap=True)
-    for index, (name, _, evaluation) in enumerate(results):
-        scores = (evaluation.bleu, evaluation.chrf, evaluation.tokenized_bleu)
-        row = [name, f"{len(evaluation.hypotheses):,}", *(f"{score.score:.2f}" for score in scores)]
-        if bootstrap:
-            result = bootstrap[index]
-            p_value = "baseline" if result.p_value is None else f"{result.p_value:.4f}"
-            row += [f"{result.mean:.2f} ± {result.ci:.2f}", p_value]
-        table.add_row(*row)
-    return table
-
-
-def _length_table(results: list) -> Table:
-    table = Table(title="BLEU by source length (word tokens)")
-    table.add_column("source length")
-    labels: dict[str, None] = {}
-    for name, _, evaluation in results:
-        table.add_column(f"{name} BLEU (sentences)", justify="right")
-        labels.update(dict.fromkeys(bucket.label for bucket in evaluation.by_length))
-    for label in labels:
-        cells = []
-        for _, _, evaluation in results:
-            bucket = next((b for b in evaluation.by_length if b.label == label), None)
-            cells.append(f"{bucket.bleu:.2f} ({bucket.sentences:,})" if bucket else "-")
-        table.add_row(label, *cells)
-    return table
-
-
 def _length_points(results: list) -> dict:
     return {name: [(b.label, b.bleu) for b in evaluation.by_length] for name, _, evaluation in results}
 
@@ -357,7 +296,7 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> None:
     results = _evaluate_runs(args, console)
     bootstrap = significance([(name, evaluation) for name, _, evaluation in results], args.bootstrap)
     title = f"{args.src} ({len(args.ref)} reference files)" if args.src else f"{args.split} split"
-    console.print(_scores_table(results, bootstrap, title))
+    console.print(scores_table(results, bootstrap, title))
     first = results[0][2]
     plain = {"markup": False, "highlight": False, "soft_wrap": True}  # signatures stay one copyable line
     console.print(f"BLEU signature: {first.bleu.signature}", **plain)
@@ -365,7 +304,7 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> None:
     console.print(f"BLEU tok-lc signature: {first.tokenized_bleu.signature} (word tokens; not sacreBLEU's)", **plain)
     if len(results) > 1 and bootstrap is None:
         console.print("[yellow]runs were evaluated on different test sets: no significance test[/yellow]")
-    console.print(_length_table(results))
+    console.print(length_table(results))
     if args.output_dir:
         out_dir = _write_evaluation(args, results, bootstrap)
         console.print(f"wrote {out_dir}/evaluation.json and length.png", markup=False, soft_wrap=True)

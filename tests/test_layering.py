@@ -27,6 +27,7 @@ ALLOWED = {
     "search": {"model", "vocab", "decoder"},
     "schedules": set(),
     "runlog": {"utils"},
+    "tables": set(),
     "distributed": set(),
     "checkpoint": {"utils", "config", "model", "vocab", "tokenize"},
     "train": {
