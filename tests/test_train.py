@@ -141,3 +141,15 @@ def test_sigterm_writes_a_resumable_checkpoint(tmp_path):
     assert step >= 5 and read_index(run_dir).best is None
     summary = fit(tiny_config(run_dir, f"train.max_steps={step + 3}"), resume=True, log=quiet)
     assert summary["steps"] == step + 3
+
+
+def test_bf16_autocast_trains_on_the_cpu_and_fp16_needs_cuda(tmp_path):
+    summary = fit(tiny_config(tmp_path / "bf16", "train.max_steps=3", "train.precision=bf16"), log=quiet)
+    assert summary["steps"] == 3
+    assert all(torch.isfinite(torch.tensor(v)) for v in train_losses(tmp_path / "bf16").values())
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="fp16 needs a CUDA device"):
+            fit(
+                tiny_config(tmp_path / "fp16", "train.max_steps=3", "train.precision=fp16", "train.device=cpu"),
+                log=quiet,
+            )
