@@ -1,0 +1,112 @@
+"""The machine a benchmark ran on, and its peak memory while a piece of work ran.
+
+Peak memory on a CPU is the rise of the process's peak resident set (VmHWM) over its size
+when the work started: torch's CPU allocator is malloc, which tracemalloc does not see.
+Linux lets a process reset its own VmHWM (writing 5 to /proc/self/clear_refs), so each
+measurement gets its own peak; where that is not possible the rise of ru_maxrss is used,
+which under-reports work that fits in memory an earlier, larger one already reached. On a
+GPU it is torch.cuda.max_memory_allocated (tensors only, not the caching allocator's slack).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import platform
+import resource
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import torch
+
+MIB = 2**20
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "processor\t: ")) and ":" in line:
+                name = line.split(":", 1)[1].strip()
+                if name and not name.isdigit():
+                    return name
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def describe_machine(device: torch.device) -> dict:
+    """CPU, cores, memory, torch and thread count, GPU name: what a reader needs to compare numbers."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    machine = {
+        "cpu": cpu_model(),
+        "cores": cores,
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "device": str(device),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+    }
+    return machine
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap back to the system, so the next peak starts clean."""
+    gc.collect()
+    with suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+class PeakMemory:
+    """The result of `peak_memory()`: `mib` is filled in when the block ends."""
+
+    def __init__(self) -> None:
+        self.mib: float | None = None
+        self.method = ""
+
+
+@contextmanager
+def peak_memory(device: torch.device):
+    """with peak_memory(device) as peak: ... ; then peak.mib is the block's peak in MiB."""
+    result = PeakMemory()
+    release_memory()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        yield result
+        torch.cuda.synchronize(device)
+        result.mib, result.method = torch.cuda.max_memory_allocated(device) / MIB, "cuda max_memory_allocated"
+        return
+    start_kib = _status_kib("VmRSS")
+    if start_kib is not None and _reset_peak_rss():
+        yield result
+        result.mib, result.method = (_status_kib("VmHWM") - start_kib) / 1024, "rise of VmHWM over VmRSS"
+        return
+    start_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    yield result
+    rise = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start_kib
+    result.mib, result.method = rise / 1024, "rise of ru_maxrss"

@@ -1,0 +1,121 @@
+"""Where a training step's time goes: torch.profiler over a few steps of one benchmark config.
+
+    python -m benchmarks.profiling [--config joey] [--model attnmt] [--steps 5] [--threads N]
+
+The steps are the benchmark's own (`speed.training_step`, same batches), after two warm-up
+steps. Prints the time per phase (data, forward, backward, optimizer: the step's labelled
+regions) and torch's operator table sorted by self CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from attnmt.data import build_data
+from benchmarks import speed
+
+PHASES = ("data", "forward", "backward", "optimizer")
+
+
+def profile_training(config: str, model_name: str, steps: int, device: torch.device, data_dir=None, shapes=False):
+    """Profile `steps` training steps; returns the profiler and the target vocabulary size."""
+    options = speed.Options(steps=steps, warmup=2)
+    bundle = build_data(speed.DATA, data_dir)
+    cfg = speed.model_config(config, options.dropout)
+    model = speed.build_pair(cfg, len(bundle.src_vocab), len(bundle.tgt_vocab), device, options.seed)[model_name]
+    warmup, timed = speed.training_batches(bundle, options)[model_name]
+    step = speed.training_step(model, speed.LOSSES[model_name], bundle, device, options.lr)
+    for indices in warmup:
+        step(indices)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities, record_shapes=shapes) as profiler:
+        for indices in timed:
+            step(indices)
+    return profiler, len(bundle.tgt_vocab)
+
+
+def phase_summary(profiler) -> str:
+    averages = {event.key: event for event in profiler.key_averages()}
+    total = sum(averages[name].cpu_time_total for name in PHASES if name in averages)
+    lines = []
+    for name in PHASES:
+        if name in averages:
+            event = averages[name]
+            share = event.cpu_time_total / total
+            lines.append(f"{name:<10} {event.cpu_time_total / 1e3 / event.count:8.1f} ms/step  {share:6.1%}")
+    return "\n".join(lines)
+
+
+def _product(event) -> tuple[int, tuple[int, ...]] | None:
+    """(FLOPs per call, dimensions) of a recorded mm / addmm / bmm; None for other operators."""
+    shapes = event.input_shapes
+    if event.key == "aten::bmm":
+        (batch, rows, inner), (_, _, cols) = shapes[0], shapes[1]
+        return 2 * batch * rows * inner * cols, (rows, inner, cols)
+    if event.key in ("aten::mm", "aten::addmm"):
+        left, right = (shapes[1], shapes[2]) if event.key == "aten::addmm" else (shapes[0], shapes[1])
+        return 2 * left[0] * left[1] * right[1], (left[0], left[1], right[1])
+    return None
+
+
+def product_summary(profiler, batch_sentences: int, vocab_size: int) -> str:
+    """Matrix products grouped by shape: with a side of at most one batch of sentences (per-step
+    work and its gradients), touching the output vocabulary, batched (bmm), other; share and GFLOP/s."""
+    total = sum(event.self_cpu_time_total for event in profiler.key_averages())
+    groups: dict[str, list[float]] = {}
+    for event in profiler.key_averages(group_by_input_shape=True):
+        product = _product(event)
+        if product is None:
+            continue
+        flops, dims = product
+        if event.key == "aten::bmm":
+            group = "batched (bmm)"
+        elif vocab_size in dims:
+            group = "output layer (a side = V)"
+        elif min(dims) <= batch_sentences:
+            group = f"per step (a side <= {batch_sentences})"
+        else:
+            group = "other large products"
+        seconds_and_flops = groups.setdefault(group, [0.0, 0.0])
+        seconds_and_flops[0] += event.self_cpu_time_total / 1e6
+        seconds_and_flops[1] += flops * event.count
+    lines = []
+    for group, (seconds, flops) in sorted(groups.items(), key=lambda item: -item[1][0]):
+        share = seconds * 1e6 / total
+        lines.append(
+            f"{group:<28} {share:6.1%} of the time  {flops / 1e9:7.1f} GFLOP  {flops / 1e9 / seconds:6.1f} GFLOP/s"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profiling", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", choices=list(speed.CONFIGS), default="joey")
+    parser.add_argument("--model", choices=["attnmt", "naive"], default="attnmt")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--rows", type=int, default=20)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--shapes", action="store_true", help="also group matrix products and operators by shape")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    profiler, vocab_size = profile_training(args.config, args.model, args.steps, device, args.data_dir, args.shapes)
+    print(f"{args.model} {args.config}, {args.steps} steps, {torch.get_num_threads()} threads")
+    print(phase_summary(profiler))
+    print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
+    if args.shapes:
+        print(product_summary(profiler, speed.Options.batch_sentences, vocab_size))
+        by_shape = profiler.key_averages(group_by_input_shape=True)
+        print(by_shape.table(sort_by="self_cpu_time_total", row_limit=args.rows, max_name_column_width=30))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

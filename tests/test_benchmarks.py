@@ -1,0 +1,145 @@
+"""The speed benchmark: its FLOP formula against torch's counter, its reference against attnmt, a smoke run."""
+
+import json
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from attnmt.config import DataConfig, ModelConfig
+from attnmt.data import build_data
+from attnmt.model import build_model
+from benchmarks import naive, speed
+from benchmarks.flops import flop_rates
+from benchmarks.report import print_report
+
+TINY = {"embedding_size": 8, "encoder_hidden": 6, "decoder_hidden": 12, "attention_size": 10, "dropout": 0.0}
+SHAPES = {
+    "d2l": {
+        "encoder_layers": 2,
+        "bidirectional": False,
+        "decoder_layers": 2,
+        "attention": "additive",
+        "decoder": "bahdanau",
+    },
+    "joey": {"bidirectional": True, "attention": "additive", "decoder": "bahdanau"},
+    "luong-fast": {"bidirectional": True, "attention": "general", "decoder": "luong", "input_feeding": False},
+    "luong-dot-2-layers": {
+        "bidirectional": True,
+        "decoder_layers": 2,
+        "attention": "dot",
+        "decoder": "luong",
+        "input_feeding": False,
+    },
+}
+
+
+def tiny_config(shape: str) -> ModelConfig:
+    return ModelConfig(**TINY, **SHAPES[shape])
+
+
+def unpadded_batch(batch_size=3, src_len=5, tgt_len=4, src_vocab=20, tgt_vocab=30):
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randint(4, src_vocab, (batch_size, src_len), generator=generator)
+    tgt_in = torch.randint(4, tgt_vocab, (batch_size, tgt_len), generator=generator)
+    return src, torch.full((batch_size,), src_len), tgt_in
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_flop_formula_equals_torch_flop_counter(shape):
+    """On an unpadded batch every FLOP attnmt runs is useful, so the formula must match the counter."""
+    cfg = tiny_config(shape)
+    model = build_model(cfg, 20, 30)
+    src, src_lengths, tgt_in = unpadded_batch()
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(src, src_lengths, tgt_in)
+    analytic = flop_rates(cfg, 30).forward([5] * 3, [4] * 3)
+    assert analytic == pytest.approx(counter.get_total_flops(), rel=0.01)
+
+
+@pytest.mark.parametrize("shape", ["d2l", "joey", "luong-fast"])
+def test_reference_computes_attnmt_function_and_wastes_flops(shape):
+    """Given attnmt's weights the textbook model gives the same logits (no padding, where the two
+    encoders agree), while recomputing the key projection at every step costs extra FLOPs."""
+    cfg = tiny_config(shape)
+    model = build_model(cfg, 20, 30).eval()
+    reference = naive.load_attnmt_weights(naive.NaiveSeq2Seq(cfg, 20, 30), model).eval()
+    src, src_lengths, tgt_in = unpadded_batch()
+    expected, _ = model(src, src_lengths, tgt_in)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        logits = reference(src, src_lengths, tgt_in)
+    torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-4)
+    assert counter.get_total_flops() > flop_rates(cfg, 30).forward([5] * 3, [4] * 3)
+
+
+def test_reference_masks_padding_in_attention():
+    """A padded source position gets no attention: changing the token there leaves the logits alone
+    for a unidirectional encoder, whose outputs at real positions never read the padding."""
+    cfg = tiny_config("d2l")
+    reference = naive.load_attnmt_weights(naive.NaiveSeq2Seq(cfg, 20, 30), build_model(cfg, 20, 30)).eval()
+    src, _, tgt_in = unpadded_batch()
+    src_lengths = torch.tensor([5, 3, 4])
+    changed = src.clone()
+    changed[1, 3:] = 7
+    # the bridge reads the final state (after the padding, as in the textbooks); hold it fixed
+    memory, mask, state = reference.encode(src, src_lengths)
+    memory_changed, _, _ = reference.encode(changed, src_lengths)
+    logits, _ = reference.decoder.step(tgt_in[:, 0], state, memory, mask)
+    logits_changed, _ = reference.decoder.step(tgt_in[:, 0], state, memory_changed, mask)
+    torch.testing.assert_close(logits, logits_changed)
+
+
+def test_reference_beam_search_returns_tokens_without_eos():
+    cfg = tiny_config("joey")
+    reference = naive.NaiveSeq2Seq(cfg, 20, 30).eval()
+    tokens = naive.beam_search(reference, [5, 6, 7], beam_size=3, max_steps=6)
+    assert len(tokens) <= 6 and naive.EOS not in tokens
+    greedy = naive.greedy(reference, torch.tensor([[5, 6, 7]]), torch.tensor([3]), steps=6)
+    assert len(greedy) == 1 and len(greedy[0]) <= 6
+
+
+def test_bucketed_and_random_batches_time_the_same_sentences():
+    data = build_data(DataConfig(corpus="reverse", synthetic_size=300, valid_size=20, test_size=20))
+    options = speed.Options(steps=3, warmup=1, batch_sentences=16, pool_batches=4)
+    batches = speed.training_batches(data, options)
+    ours_warmup, ours_timed = batches["attnmt"]
+    naive_warmup, naive_timed = batches["naive"]
+    assert len(ours_timed) == 3 and all(len(batch) == 16 for batch in ours_timed + naive_timed)
+    assert sorted(i for b in ours_timed for i in b) == sorted(i for b in naive_timed for i in b)
+    assert sorted(i for b in ours_warmup for i in b) == sorted(i for b in naive_warmup for i in b)
+
+
+def test_speed_benchmark_smoke(tmp_path, capsys):
+    data = build_data(DataConfig(corpus="reverse", synthetic_size=300, valid_size=20, test_size=20))
+    options = speed.Options(
+        steps=2,
+        warmup=1,
+        batch_sentences=16,
+        decode_sentences=20,
+        decode_batch=8,
+        beam_size=2,
+        naive_beam_sentences=3,
+        ceiling_size=128,
+    )
+    configs = {"joey": tiny_config("joey"), "luong-fast": tiny_config("luong-fast")}
+    results = speed.run(options, data, configs, torch.device("cpu"), corpus="reverse")
+    print_report(results, speed.Console(width=200), markdown=tmp_path / "tables.md")
+    path = tmp_path / "speed.json"
+    path.write_text(json.dumps(results))
+    loaded = json.loads(path.read_text())
+    assert {"machine", "ceiling_gflops", "settings", "data", "configs"} <= loaded.keys()
+    assert {"cpu", "cores", "torch", "threads", "gpu"} <= loaded["machine"].keys()
+    for config in loaded["configs"].values():
+        training = config["training"]
+        for name in ("attnmt", "naive"):
+            assert training[name]["tokens_per_s"] > 0 and 0 < training[name]["useful_flop_fraction"] < 1
+            assert training[name]["peak_memory_mib"] is not None
+            assert training[name]["executed_per_useful_flop"] >= 0.99
+        assert training["attnmt"]["target_tokens"] == training["naive"]["target_tokens"]
+        for mode in ("greedy", "beam"):
+            assert config["decoding"][mode]["attnmt"]["sentences"] == 20
+            assert config["decoding"][mode]["naive"]["sentences_per_s"] > 0
+    assert "speedup" in capsys.readouterr().out
+    assert "| joey |" in (tmp_path / "tables.md").read_text()
