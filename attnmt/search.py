@@ -15,7 +15,7 @@ every sentence is done. With K = 1 this is exactly greedy search.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 import torch
@@ -81,35 +81,42 @@ def _hypothesis(tokens: torch.Tensor, attention: torch.Tensor, log_prob: float, 
 def greedy(
     model: StepModel, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_a: float = 1.5, max_len_b: int = 10
 ) -> list[Hypothesis]:
-    """Greedy decoding of a batch: src (B, S) long, src_lengths (B,) -> one Hypothesis per sentence."""
+    """Greedy decoding of a batch: src (B, S) long, src_lengths (B,) -> one Hypothesis per sentence.
+
+    A sentence leaves the batch at its EOS: the model then steps only the unfinished rows
+    (in sorted batches about a third of the rows would otherwise be finished ones).
+    """
     assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
     batch_size, device = src.size(0), src.device
     encoder_output = model.encode(src, src_lengths)
     state = model.init_state(encoder_output)
     limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)  # (B,)
-    prev = torch.full((batch_size,), BOS, dtype=torch.long, device=device)
-    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    max_limit = int(limits.max())
+    active = torch.arange(batch_size, device=device)  # (B_a,) batch rows still decoding
+    prev = torch.full((batch_size,), BOS, dtype=torch.long, device=device)  # (B_a,)
+    token_matrix = torch.full((batch_size, max_limit), PAD, dtype=torch.long, device=device)
+    attention_tensor = torch.zeros(batch_size, max_limit, src.size(1), device=device)
     log_probs = torch.zeros(batch_size, device=device)
-    tokens, attentions = [], []
-    for step in range(int(limits.max())):
-        logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B, V), (B, S)
+    for step in range(max_limit):
+        logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B_a, V), (B_a, S)
         step_log_probs = _never_generated(torch.log_softmax(logits.float(), dim=-1))
-        last = step + 1 >= limits  # (B,) the sentence's last allowed token: force EOS, as beam search does
+        last = step + 1 >= limits  # (B_a,) the sentence's last allowed token: force EOS, as beam search does
         step_log_probs = step_log_probs.masked_fill(
             last[:, None] & (torch.arange(logits.size(-1), device=device) != EOS), -torch.inf
         )
-        best = step_log_probs.argmax(dim=-1)  # (B,)
-        best = torch.where(done, torch.full_like(best, PAD), best)
-        log_probs += torch.where(done, 0.0, step_log_probs.gather(1, best[:, None]).squeeze(1))
-        tokens.append(best)
-        attentions.append(attention.float())
-        done |= best == EOS
+        best_log_probs, best = step_log_probs.max(dim=-1)  # (B_a,)
+        token_matrix[active, step] = best
+        attention_tensor[active, step] = attention.float()
+        log_probs[active] += best_log_probs
+        finished = best == EOS  # (B_a,) forced at the limit, so every sentence finishes
+        if bool(finished.any()):
+            keep = (~finished).nonzero().squeeze(1)  # (B_a',)
+            if keep.numel() == 0:
+                break
+            active, limits, best = active[keep], limits[keep], best[keep]
+            state, encoder_output = state.index_select(keep), encoder_output.index_select(keep)
         prev = best
-        if bool(done.all()):
-            break
-    token_matrix = torch.stack(tokens, dim=1).cpu()  # (B, L)
-    attention_tensor = torch.stack(attentions, dim=1).cpu()  # (B, L, S)
-    log_probs = log_probs.cpu()
+    token_matrix, attention_tensor, log_probs = token_matrix.cpu(), attention_tensor.cpu(), log_probs.cpu()
     return [
         _hypothesis(token_matrix[i], attention_tensor[i], float(log_probs[i]), float(log_probs[i]), int(src_lengths[i]))
         for i in range(batch_size)
@@ -134,6 +141,15 @@ class _Finished:
     tokens: torch.Tensor  # (B, K, L_max) PAD after EOS
     attention: torch.Tensor  # (B, K, L_max, S)
     count: torch.Tensor  # (B,) how many have finished so far (may exceed K)
+
+    def rows(self, index: torch.Tensor) -> _Finished:
+        """The sentences `index` selects (a boolean mask or row numbers)."""
+        return _Finished(*(getattr(self, f.name)[index] for f in fields(self)))
+
+    def put(self, index: torch.Tensor, other: _Finished) -> None:
+        """Write `other`'s sentences into rows `index` (B',) in place."""
+        for f in fields(self):
+            getattr(self, f.name)[index] = getattr(other, f.name)
 
 
 def _merge_finished(
@@ -191,39 +207,44 @@ def beam_search(
     max_len_a: float = 1.5,
     max_len_b: int = 10,
 ) -> list[list[Hypothesis]]:
-    """Beam search of a batch: src (B, S), src_lengths (B,) -> per sentence its n_best hypotheses, best first."""
+    """Beam search of a batch: src (B, S), src_lengths (B,) -> per sentence its n_best hypotheses, best first.
+
+    A sentence leaves the batch once it is done; the model steps the K beams of the B_a
+    sentences still searched.
+    """
     assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
     if beam_size < 1 or not 1 <= n_best <= beam_size:
         raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got {beam_size} and {n_best}")
     batch_size, src_len, device, beam = src.size(0), src.size(1), src.device, beam_size
     encoder_output = model.encode(src, src_lengths)
     encoder_output = encoder_output.index_select(torch.arange(batch_size, device=device).repeat_interleave(beam))
-    state = model.init_state(encoder_output)  # (B*K) rows
-    limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)  # (B,)
+    state = model.init_state(encoder_output)  # (B_a*K) rows
+    limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)  # (B_a,)
     max_limit = int(limits.max())
     start = torch.full((batch_size, beam), float("-inf"), device=device)
     start[:, 0] = 0.0  # all K beams start identical: keep one alive so the first step does not repeat it K times
     beams = _Beams(start, src.new_empty(batch_size, beam, 0), torch.zeros(batch_size, beam, 0, src_len, device=device))
-    finished = _empty_finished(batch_size, beam, max_limit, src_len, device)
-    done = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    finished = _empty_finished(batch_size, beam, max_limit, src_len, device)  # (B_a, ...) of the active sentences
+    results = _empty_finished(batch_size, beam, max_limit, src_len, device)  # (B, ...) of the done ones
+    active = torch.arange(batch_size, device=device)  # (B_a,) batch rows still searched
     prev = torch.full((batch_size * beam,), BOS, dtype=torch.long, device=device)
     first_k = torch.arange(2 * beam, device=device)[None, :] < beam  # (1, 2K)
-    row_offsets = torch.arange(batch_size, device=device)[:, None] * beam  # (B, 1)
+    beam_offsets = torch.arange(beam, device=device)  # (K,)
     for step in range(max_limit):
-        logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B*K, V), (B*K, S)
-        vocab_size = logits.size(-1)
-        step_log_probs = _never_generated(torch.log_softmax(logits.float(), dim=-1)).view(batch_size, beam, vocab_size)
-        last = step + 1 >= limits  # (B,) this is the sentence's last allowed token: it must be EOS
+        logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B_a*K, V), (B_a*K, S)
+        rows, vocab_size = active.numel(), logits.size(-1)
+        step_log_probs = _never_generated(torch.log_softmax(logits.float(), dim=-1)).view(rows, beam, vocab_size)
+        last = step + 1 >= limits  # (B_a,) this is the sentence's last allowed token: it must be EOS
         not_eos = torch.arange(vocab_size, device=device) != EOS
         step_log_probs = step_log_probs.masked_fill(last[:, None, None] & not_eos, float("-inf"))
-        totals = beams.log_probs[:, :, None] + step_log_probs  # (B, K, V)
-        candidate_log_probs, flat = totals.view(batch_size, -1).topk(2 * beam, dim=1)  # (B, 2K)
-        origin, token = flat // vocab_size, flat % vocab_size  # (B, 2K) source beam and new token
+        totals = beams.log_probs[:, :, None] + step_log_probs  # (B_a, K, V)
+        candidate_log_probs, flat = totals.view(rows, -1).topk(2 * beam, dim=1)  # (B_a, 2K)
+        origin, token = flat // vocab_size, flat % vocab_size  # (B_a, 2K) source beam and new token
         candidate_tokens = torch.cat([_gather_beams(beams.tokens, origin), token[:, :, None]], dim=2)
-        step_attention = _gather_beams(attention.float().view(batch_size, beam, src_len), origin)  # (B, 2K, S)
+        step_attention = _gather_beams(attention.float().view(rows, beam, src_len), origin)  # (B_a, 2K, S)
         candidate_attention = torch.cat([_gather_beams(beams.attention, origin), step_attention[:, :, None]], dim=2)
         is_eos = token == EOS
-        finishing = is_eos & first_k & ~done[:, None] & (candidate_log_probs > float("-inf"))
+        finishing = is_eos & first_k & (candidate_log_probs > float("-inf"))
         penalty = length_penalty(torch.tensor(step + 1), alpha)
         finished = _merge_finished(
             finished,
@@ -232,14 +253,25 @@ def beam_search(
             candidate_tokens,
             candidate_attention,
         )
-        done |= (finished.count >= beam) | last
-        if bool(done.all()):
-            break
-        live_log_probs, pick = candidate_log_probs.masked_fill(is_eos, float("-inf")).topk(beam, dim=1)  # (B, K)
+        done = (finished.count >= beam) | last  # (B_a,)
+        if bool(done.any()):
+            results.put(active[done], finished.rows(done))
+            keep = (~done).nonzero().squeeze(1)  # (B_a',)
+            if keep.numel() == 0:
+                break
+            active, limits, finished = active[keep], limits[keep], finished.rows(keep)
+            candidate_log_probs, is_eos, origin = candidate_log_probs[keep], is_eos[keep], origin[keep]
+            candidate_tokens, candidate_attention = candidate_tokens[keep], candidate_attention[keep]
+            encoder_output = encoder_output.index_select((keep[:, None] * beam + beam_offsets).view(-1))
+        else:
+            keep = torch.arange(rows, device=device)
+        live_log_probs, pick = candidate_log_probs.masked_fill(is_eos, float("-inf")).topk(beam, dim=1)  # (B_a, K)
         beams = _Beams(live_log_probs, _gather_beams(candidate_tokens, pick), _gather_beams(candidate_attention, pick))
-        state = state.index_select((row_offsets + origin.gather(1, pick)).view(-1))
+        state = state.index_select(
+            (keep[:, None] * beam + origin.gather(1, pick)).view(-1)
+        )  # old rows of the new beams
         prev = beams.tokens[:, :, -1].reshape(-1)
-    return _collect(finished, src_lengths, n_best)
+    return _collect(results, src_lengths, n_best)
 
 
 def _collect(finished: _Finished, src_lengths: torch.Tensor, n_best: int) -> list[list[Hypothesis]]:
