@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
 
+from attnmt import sweep
 from attnmt.config import load_config
 from attnmt.tables import length_table, scores_table, stats_table
 from attnmt.utils import Interrupted, UserError, atomic_path, write_text_atomic
@@ -61,6 +62,7 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--output-dir", metavar="DIR", help="write evaluation.json, length.png and hypotheses")
     evaluate.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="paired bootstrap samples")
     _add_plot_parsers(commands)
+    sweep.add_parser(commands)
     return parser
 
 
@@ -123,7 +125,6 @@ def _run_validate(args: argparse.Namespace, console: Console) -> None:
 def _run_data_stats(args: argparse.Namespace, console: Console) -> None:
     from attnmt.data import build_data
     from attnmt.stats import describe
-    from attnmt.utils import write_text_atomic
 
     config = load_config(args.config, args.overrides)
     bundle = build_data(config.data, data_dir=args.data_dir)
@@ -139,8 +140,6 @@ def _run_data_stats(args: argparse.Namespace, console: Console) -> None:
 
 
 def _run_train(args: argparse.Namespace, console: Console) -> None:
-    from pathlib import Path
-
     from attnmt.train import fit
 
     if args.resume:
@@ -313,24 +312,11 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> None:
 # --- plot --------------------------------------------------------------------------------
 
 
-def _read_metrics(run: str) -> list[dict]:
-    path = Path(run) / "metrics.jsonl"
-    if not path.is_file():
-        raise UserError(f"{run}: no metrics.jsonl here; expected a run directory written by attnmt train")
-    records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}:{number}: not a JSON record ({exc.msg})") from None
-    return records
-
-
 def _plot_curves(args: argparse.Namespace) -> Path:
     from attnmt.plot import curves
+    from attnmt.runlog import read_metrics
 
-    runs = dict(zip(_run_names(args.runs), (_read_metrics(run) for run in args.runs), strict=True))
+    runs = dict(zip(_run_names(args.runs), (read_metrics(run) for run in args.runs), strict=True))
     metrics = [metric.strip() for metric in args.metrics.split(",") if metric.strip()]
     available = sorted({key for records in runs.values() for record in records for key in record} - {"step"})
     unknown = [metric for metric in metrics if metric not in available]
@@ -392,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _run_evaluate(args, console)
         elif args.command == "plot":
             _run_plot(args, console)
+        elif args.command == "sweep":
+            sweep.run_command(args, console)
         return 0
     except UserError as error:
         for line in str(error).splitlines() or ["(no message)"]:

@@ -200,7 +200,7 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
         node[keys[-1]] = value_text
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
+def read_yaml(path: str | Path, expected: str = "a mapping with sections data, model, train, decode") -> dict[str, Any]:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -220,7 +220,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping with sections data, model, train, decode")
+        raise ConfigError(f"{path}: expected {expected}")
     return raw
 
 

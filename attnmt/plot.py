@@ -94,9 +94,14 @@ def curves(
         axes.set_xlabel(x_key)
         axes.set_ylabel(metric)
         axes.grid(alpha=0.3)
-    handles, labels = axes_list[0][0].get_legend_handles_labels()
+    return _save_with_shared_legend(figure, axes_list[0][0], path, columns=4, top=1.08)
+
+
+def _save_with_shared_legend(figure, axes, path: str | Path, *, columns: int, top: float) -> Path:
+    """One legend above all panels, taken from `axes` (every panel draws the same runs)."""
+    handles, labels = axes.get_legend_handles_labels()
     if handles:
-        figure.legend(handles, labels, loc="upper center", ncol=min(4, len(labels)), bbox_to_anchor=(0.5, 1.08))
+        figure.legend(handles, labels, loc="upper center", ncol=min(columns, len(labels)), bbox_to_anchor=(0.5, top))
     figure.tight_layout()
     return _save(figure, path)
 
@@ -112,4 +117,63 @@ def length_plot(runs: Mapping[str, Sequence[tuple[str, float]]], path: str | Pat
     axes.set_ylabel("BLEU")
     axes.grid(alpha=0.3)
     axes.legend()
+    return _save(figure, path)
+
+
+def grouped_curves(
+    groups: Mapping[str, Sequence[Sequence[Mapping[str, float]]]], metrics: Sequence[str], path: str | Path
+) -> Path:
+    """Curves of groups of runs (e.g. the seeds of one sweep point): `groups` maps a label to
+    the metrics records of each of its runs; one colour per group, one panel per metric."""
+    figure, axes_list = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics), 3.6), squeeze=False)
+    for axes, metric in zip(axes_list[0], metrics, strict=True):
+        for index, (label, runs) in enumerate(groups.items()):
+            for run_number, records in enumerate(runs):
+                points = [(r["step"], r[metric]) for r in records if r.get(metric) is not None and "step" in r]
+                if points:
+                    xs, ys = zip(*points, strict=True)
+                    axes.plot(xs, ys, color=f"C{index % 10}", alpha=0.8, label=label if run_number == 0 else None)
+        axes.set_xlabel("step")
+        axes.set_ylabel(metric)
+        axes.grid(alpha=0.3)
+    return _save_with_shared_legend(figure, axes_list[0][0], path, columns=5, top=1.1)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def scores_by_value(
+    panels: Mapping[str, Mapping[str, Mapping[object, Sequence[float]]]], path: str | Path, *, xlabel: str
+) -> Path:
+    """Scores against a parameter: `panels` maps a panel title (e.g. "test BLEU") to series,
+    each mapping a parameter value to its scores (one per seed). Each score is a dot, each
+    series' means a line. Numeric values get a numeric axis (logarithmic when they span 20x or
+    more); anything else is placed in first-seen order."""
+    values = [x for series in panels.values() for points in series.values() for x in points]
+    numeric = bool(values) and all(_is_number(x) for x in values)
+    log_x = numeric and min(values) > 0 and max(values) / min(values) >= 20
+    order = {x: i for i, x in enumerate(dict.fromkeys(values))}
+
+    def position(x: object) -> float:
+        return x if numeric else order[x]
+
+    figure, axes_list = plt.subplots(1, len(panels), figsize=(5.0 * len(panels), 3.6), squeeze=False)
+    for axes, (title, series) in zip(axes_list[0], panels.items(), strict=True):
+        for index, (label, points) in enumerate(series.items()):
+            xs = sorted(points, key=position)
+            for x in xs:
+                axes.scatter([position(x)] * len(points[x]), points[x], color=f"C{index % 10}", s=14, alpha=0.6)
+            means = [float(np.mean(points[x])) for x in xs]
+            axes.plot([position(x) for x in xs], means, color=f"C{index % 10}", marker="o", label=label or None)
+        if not numeric:
+            axes.set_xticks(range(len(order)), [str(x) for x in order], rotation=30, ha="right")
+        if log_x:
+            axes.set_xscale("log")
+        axes.set_xlabel(xlabel)
+        axes.set_title(title)
+        axes.grid(alpha=0.3)
+        if axes.get_legend_handles_labels()[1]:
+            axes.legend(fontsize=8)
+    figure.tight_layout()
     return _save(figure, path)

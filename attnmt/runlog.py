@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from attnmt.utils import write_text_atomic
+from attnmt.utils import UserError, write_text_atomic
 
 
 class MetricsLog:
@@ -103,3 +103,18 @@ class ProgressDisplay:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    """The records of a run's metrics.jsonl, oldest first (a UserError naming a bad line)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise UserError(f"{run_dir}: no metrics.jsonl here; expected a run directory written by attnmt train")
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}:{number}: not a JSON record ({exc.msg})") from None
+    return records

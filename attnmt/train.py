@@ -13,7 +13,6 @@ DistributedDataParallel averages the gradients.
 from __future__ import annotations
 
 import random
-import signal
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
@@ -37,7 +36,7 @@ from attnmt.model import build_model
 from attnmt.runlog import MetricsLog, ProgressDisplay
 from attnmt.schedules import lr_multiplier, teacher_forcing_ratio
 from attnmt.search import decode_all
-from attnmt.utils import Interrupted, UserError, choose_device, seed_everything
+from attnmt.utils import Interrupted, StopSignal, UserError, choose_device, seed_everything
 from attnmt.vocab import PAD
 
 
@@ -165,26 +164,6 @@ def _improved(score: float, progress: Progress, higher_is_better: bool) -> bool:
     return best is None or (score > best if higher_is_better else score < best)
 
 
-class _StopSignal:
-    """Turns SIGINT/SIGTERM into a flag the loop checks between steps."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.previous = {}
-
-    def __enter__(self) -> _StopSignal:
-        for number in (signal.SIGINT, signal.SIGTERM):
-            self.previous[number] = signal.signal(number, self._handle)
-        return self
-
-    def _handle(self, number, frame) -> None:
-        self.received = number
-
-    def __exit__(self, *exc) -> None:
-        for number, handler in self.previous.items():
-            signal.signal(number, handler)
-
-
 def _optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimizer:
     train = config.train
     kind = torch.optim.AdamW if train.optimizer == "adamw" else torch.optim.Adam
@@ -213,15 +192,24 @@ def _limit_reached(config: Config, progress: Progress) -> bool:
 class Trainer:
     """One training run: holds the model, optimizer, data and progress between steps."""
 
-    def __init__(self, config: Config, *, resume: bool, data_dir: str | None, log=print) -> None:
-        self.config, self.log = config, log
+    def __init__(
+        self,
+        config: Config,
+        *,
+        resume: bool,
+        data_dir: str | None,
+        log=print,
+        bundle: DataBundle | None = None,
+        on_validation=None,
+    ) -> None:
+        self.config, self.log, self.on_validation = config, log, on_validation
         device_name = choose_device(config.train.device)
         self.context = distributed.setup(device_name.split(":")[0])
         self.device = distributed.device_for(self.context, device_name)
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)
-        self.bundle = build_data(config.data, data_dir=data_dir)
+        self.bundle = bundle if bundle is not None else build_data(config.data, data_dir=data_dir)
         self.run_dir = _prepare_run_dir(config, self.bundle, resume, self.context.is_main)
         distributed.barrier(self.context)
         self.model = build_model(config.model, len(self.bundle.src_vocab), len(self.bundle.tgt_vocab)).to(self.device)
@@ -294,13 +282,12 @@ class Trainer:
 
     def run(self) -> dict:
         """Train until a limit, early stopping or a signal; validate and checkpoint on the way."""
-        train = self.config.train
-        progress = self.progress
+        train, progress = self.config.train, self.progress
         stream = self.sampler.iterate(progress.epoch, progress.position)
         started, elapsed_before = time.perf_counter(), progress.elapsed
         window = {"loss": 0.0, "steps": 0, "tokens": progress.tokens, "time": started}
         last_validated = progress.step if progress.history else -1
-        with _StopSignal() as stop:
+        with StopSignal() as stop:
             while not _limit_reached(self.config, progress):
                 epoch, position, indices = next(stream)
                 if train.max_epochs is not None and epoch >= train.max_epochs:
@@ -379,6 +366,8 @@ class Trainer:
             shown = ", ".join(f"{key} {value:.3f}" for key, value in results.items())
             self.say(f"validation at step {progress.step}: {shown}{'  (best)' if improved else ''}")
             self.save(score)
+            if self.on_validation is not None:  # e.g. a sweep's pruner, which may raise to stop the run
+                self.on_validation(progress.step, results)
             stop = train.patience is not None and progress.bad_validations >= train.patience
         # Every process must agree on what validation decided (lr scale, best score, stopping).
         shared = [progress.best_score, progress.bad_validations, progress.plateau_scale, progress.history, stop]
@@ -388,9 +377,22 @@ class Trainer:
         return stop
 
 
-def fit(config: Config, *, resume: bool = False, data_dir: str | None = None, log=print) -> dict:
-    """Train a model as `config` says; with `resume`, continue the run in config.train.run_dir."""
-    trainer = Trainer(config, resume=resume, data_dir=data_dir, log=log)
+def fit(
+    config: Config,
+    *,
+    resume: bool = False,
+    data_dir: str | None = None,
+    log=print,
+    bundle: DataBundle | None = None,
+    on_validation=None,
+) -> dict:
+    """Train a model as `config` says; with `resume`, continue the run in config.train.run_dir.
+
+    `bundle`: data already built by `build_data(config.data)`, so that several runs on one
+    corpus (a notebook, a comparison) read and tokenize it once; it must come from this
+    config's data section. `on_validation(step, results)` runs after each validation's checkpoint.
+    """
+    trainer = Trainer(config, resume=resume, data_dir=data_dir, log=log, bundle=bundle, on_validation=on_validation)
     try:
         return trainer.run()
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,3 +81,23 @@ def atomic_path(final_path: str | os.PathLike) -> Iterator[Path]:
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+class StopSignal:
+    """Turns SIGINT/SIGTERM into a flag the loop checks between steps."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.previous = {}
+
+    def __enter__(self) -> StopSignal:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            self.previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def _handle(self, number, frame) -> None:
+        self.received = number
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)

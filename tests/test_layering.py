@@ -58,10 +58,25 @@ ALLOWED = {
         "plot",
         "corpora",
     },
-    "sweep": {"utils", "config", "train", "metrics", "plot", "translate"},
+    "sweepspec": {"config"},
+    "sweepstore": {"utils"},
+    "sweepreport": {"utils", "plot", "runlog", "sweepspec", "sweepstore"},
+    "sweep": {
+        "utils",
+        "config",
+        "data",
+        "train",
+        "checkpoint",
+        "metrics",
+        "runlog",
+        "translate",
+        "sweepspec",
+        "sweepstore",
+        "sweepreport",
+    },
 }
 # Light modules: importing them must not load torch (config validation and data tools stay fast).
-NO_TORCH = ("config", "utils", "tokenize", "vocab", "synthetic", "download", "corpora", "metrics")
+NO_TORCH = ("config", "utils", "tokenize", "vocab", "synthetic", "download", "corpora", "metrics", "sweepspec", "sweep")
 
 
 def attnmt_imports(path: Path) -> tuple[set[str], set[str]]:

@@ -1,0 +1,340 @@
+"""Sweeps: grids and searches over configs in an Optuna study, resumable, shared by workers.
+
+Every trial is a tiny model on the synthetic reversal task (20 steps, a second or two).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from attnmt import train
+from attnmt.cli import main
+from attnmt.config import TrainConfig
+from attnmt.sweep import run_sweep
+from attnmt.sweepreport import report
+from attnmt.sweepspec import load_plan
+from attnmt.sweepstore import Store, default_url
+from attnmt.utils import UserError
+
+BASE = {
+    "data": {
+        "corpus": "reverse",
+        "synthetic_size": 400,
+        "synthetic_max_len": 8,
+        "valid_size": 30,
+        "test_size": 30,
+        "batch_tokens": 300,
+    },
+    "model": {"embedding_size": 16, "encoder_hidden": 16, "decoder_hidden": 32, "attention": "dot"},
+    "train": {"device": "cpu", "lr": 0.003, "max_steps": 20, "valid_every": 10, "log_every": 5},
+    "decode": {"beam_size": 2},
+}
+GRID_2X2 = {"grid": {"model.attention": ["dot", "none"], "train.lr": [0.003, 0.01]}}
+
+
+def write_sweep(tmp_path: Path, experiments: dict, name: str = "sweep", **settings) -> Path:
+    spec = {"output_dir": str(tmp_path / name), "base": BASE, **settings, "experiments": experiments}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def trials(spec: Path, study: str | None = None) -> list[optuna.trial.FrozenTrial]:
+    plan = load_plan(spec)
+    return Store(default_url(plan.sweep_dir)).load(study or plan.name).get_trials()
+
+
+def quiet(message: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def grid_2x2(tmp_path_factory) -> tuple[Path, dict]:
+    """A 2x2 grid run once; the tests below read what it left."""
+    tmp_path = tmp_path_factory.mktemp("grid")
+    spec = write_sweep(tmp_path, {"grid": GRID_2X2})
+    return spec, run_sweep(spec, threads=1, say=quiet)
+
+
+def test_a_2x2_grid_runs_to_completion_with_sqlite(grid_2x2):
+    spec, counts = grid_2x2
+    assert counts == {"complete": 4}
+    done = trials(spec)
+    assert {(t.user_attrs["config"]["model.attention"], t.user_attrs["config"]["train.lr"]) for t in done} == {
+        ("dot", 0.003),
+        ("dot", 0.01),
+        ("none", 0.003),
+        ("none", 0.01),
+    }
+    sweep_dir = load_plan(spec).sweep_dir
+    assert (sweep_dir / "study.db").is_file()
+    for trial in done:
+        attrs = trial.user_attrs
+        assert trial.value == attrs["valid_bleu"] == max(trial.intermediate_values.values())
+        assert 0 <= attrs["test_bleu"] <= 100 and attrs["test_sentences"] == 30 and attrs["test_beam"] == 2
+        assert attrs["parameters"] > 0 and attrs["tokens_per_s"] > 0 and attrs["steps"] == 20
+        assert attrs["valid_loss"] > 0 and attrs["train_seconds"] > 0
+        run_dir = sweep_dir / attrs["run_dir"]
+        assert (run_dir / "config.yaml").is_file() and (run_dir / "checkpoints" / "index.json").is_file()
+        assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["threads"] == 1
+
+
+def test_rerunning_a_finished_sweep_trains_nothing(grid_2x2):
+    spec, _ = grid_2x2
+    said = []
+    assert run_sweep(spec, threads=1, say=said.append) == {"complete": 4}
+    assert said == [] and len(trials(spec)) == 4
+
+
+def test_a_point_shared_by_experiments_is_one_trial(tmp_path):
+    spec = write_sweep(
+        tmp_path,
+        {
+            "attention": {"grid": {"model.attention": ["dot", "none"]}, "seeds": [1, 2]},
+            "lr": {"grid": {"train.lr": [0.003, 0.01]}},
+            "hidden": {"points": [{"label": "small", "model.decoder_hidden": 16}, {"model.decoder_hidden": 32}]},
+        },
+    )
+    plan = load_plan(spec)
+    # attention x seeds = 4 configs; lr and hidden add one each: their other point is the base
+    assert len(plan.grid) == 6
+    [base] = [trial for trial in plan.grid if len(trial.members) > 1]
+    assert base.members == [("attention", 0), ("lr", 0), ("hidden", 1)]
+    assert base.config.model.attention == "dot" and base.config.train.seed == 1
+    hidden = plan.layout["experiments"]["hidden"]["points"]
+    assert [point["label"] for point in hidden] == ["small", "decoder_hidden=32"]
+
+
+def test_the_report_tables_and_plots_come_from_the_stored_study(grid_2x2, tmp_path, capsys, monkeypatch):
+    spec, _ = grid_2x2
+    out = report(str(load_plan(spec).sweep_dir), output_dir=str(tmp_path / "report"))
+    stored = {t.user_attrs["name"]: t.user_attrs for t in trials(spec)}
+    with (out / "trials.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["name"] for row in rows} == set(stored)
+    for row in rows:
+        attrs = stored[row["name"]]
+        assert row["state"] == "complete" and row["model.attention"] == attrs["config"]["model.attention"]
+        assert float(row["test_bleu"]) == pytest.approx(attrs["test_bleu"])
+        assert float(row["valid_bleu"]) == pytest.approx(attrs["valid_bleu"])
+        assert int(row["parameters"]) == attrs["parameters"]
+    markdown = (out / "trials.md").read_text()
+    assert all(f"| {name} |" in markdown for name in stored) and "## grid" in markdown
+    assert (out / "length.csv").read_text().count("\n") == 1 + sum(len(a["test_by_length"]) for a in stored.values())
+    for plot in ("curves-grid", "bleu-grid-attention", "bleu-grid-lr", "length-grid"):
+        assert (out / f"{plot}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
+    monkeypatch.setenv("COLUMNS", "250")  # rich folds cells to the terminal's width
+    assert main(["sweep", "report", str(spec), "--output-dir", str(tmp_path / "cli")]) == 0
+    shown = capsys.readouterr().out
+    assert "valid BLEU" in shown and all(name in shown for name in stored)
+
+
+class Killed(BaseException):
+    """What SIGKILL does to a worker: nothing after it runs, no handler, no bookkeeping."""
+
+
+def test_a_trial_left_running_by_a_killed_worker_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    spec = write_sweep(tmp_path, {"one": {"grid": {"model.attention": ["dot"]}}})
+    real_fit = train.fit
+
+    def fit_killed_after_step_10(config, **kwargs):
+        def hook(step, results):
+            kwargs["on_validation"](step, results)
+            if step == 10:
+                raise Killed
+
+        return real_fit(config, **{**kwargs, "on_validation": hook})
+
+    monkeypatch.setattr(train, "fit", fit_killed_after_step_10)
+    with pytest.raises(Killed):
+        run_sweep(spec, threads=1, say=quiet)
+    [left] = trials(spec)
+    assert left.state.name == "RUNNING" and left.user_attrs["pid"] == os.getpid()
+    monkeypatch.setattr(train, "fit", real_fit)
+    said = []
+    assert run_sweep(spec, threads=1, say=said.append) == {"complete": 1}
+    first, retry = trials(spec)
+    assert first.state.name == "FAIL" and first.user_attrs["interrupted"]
+    assert retry.state.name == "COMPLETE" and retry.user_attrs["retry_of"] == 0 and retry.user_attrs["attempt"] == 1
+    assert said[0].endswith("resuming")
+    run_dir = load_plan(spec).sweep_dir / retry.user_attrs["run_dir"]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "valid_bleu" in r] == [10, 20]
+    assert [r["step"] for r in records if "train_loss" in r] == [5, 10, 15, 20]
+
+
+def sweep_process(spec: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    command = [sys.executable, "-m", "attnmt", "sweep", str(spec), "--threads", "1", *args]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_killing_the_sweep_and_rerunning_completes_only_the_missing_trials(tmp_path):
+    spec = write_sweep(tmp_path, {"grid": GRID_2X2})
+    process = sweep_process(spec)
+    deadline = time.time() + 120
+    finished: list = []
+    while not finished and time.time() < deadline and process.poll() is None:
+        time.sleep(0.2)
+        with contextlib.suppress(UserError):  # no database or study yet
+            finished = [t for t in trials(spec) if t.state.name == "COMPLETE"]
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert finished, "no trial finished before the deadline"
+    before = {t.number: t.user_attrs["key"] for t in trials(spec) if t.state.name == "COMPLETE"}
+    assert 1 <= len(before) < 4
+    said = []
+    assert run_sweep(spec, threads=1, say=said.append) == {"complete": 4}
+    after = [t for t in trials(spec) if t.state.name == "COMPLETE"]
+    assert len({t.user_attrs["key"] for t in after}) == 4 == len(after)  # every config once
+    assert {t.number: t.user_attrs["key"] for t in after if t.number in before} == before  # kept, not rerun
+    assert len([line for line in said if line.endswith(("started", "resuming"))]) == 4 - len(before)
+
+
+def test_two_workers_share_one_sqlite_study_without_duplicating_a_trial(tmp_path):
+    spec = write_sweep(tmp_path, {"grid": {"grid": {"model.attention": ["dot", "none"], "train.seed": [1, 2, 3]}}})
+    process = sweep_process(spec, "--workers", "2")
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    done = trials(spec)
+    assert [t.state.name for t in done] == ["COMPLETE"] * 6
+    assert len({t.user_attrs["key"] for t in done}) == 6
+    assert len({t.user_attrs["pid"] for t in done}) == 2, out  # both workers took trials
+    assert out.count("[0] trial") + out.count("[1] trial") == 12  # each trial started and finished once
+
+
+CLAIMER = """
+import sys, time
+from attnmt.sweepstore import Store
+from optuna.trial import TrialState
+store = Store(sys.argv[1])
+study = store.study("race", direction="maximize")
+wanted = {f"k{i}": {"key": f"k{i}"} for i in range(24)}
+while (trial := store.claim_grid(study, wanted)) is not None:
+    print(trial.user_attrs["key"], flush=True)
+    store.finish(study, trial.number, TrialState.COMPLETE, {}, 1.0)
+"""
+
+
+def test_concurrent_claims_never_hand_out_a_trial_twice(tmp_path):
+    url = default_url(tmp_path)
+    Store(url).study("race", direction="maximize")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    claimers = [
+        subprocess.Popen([sys.executable, "-c", CLAIMER, url], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    claimed = [line for claimer in claimers for line in claimer.communicate(timeout=120)[0].split()]
+    assert [claimer.returncode for claimer in claimers] == [0, 0, 0]
+    assert sorted(claimed) == sorted(f"k{i}" for i in range(24))
+    study = optuna.load_study(study_name="race", storage=url)
+    assert len(study.get_trials()) == 24
+
+
+def test_a_failing_trial_is_marked_failed_and_the_sweep_goes_on(tmp_path):
+    # fp16 needs CUDA and the base sets device cpu: that trial fails at its first step, everywhere
+    spec = write_sweep(tmp_path, {"precision": {"grid": {"train.precision": ["fp16", "fp32"]}}})
+    said = []
+    assert run_sweep(spec, threads=1, say=said.append) == {"fail": 1, "complete": 1}
+    failed, done = trials(spec)
+    assert failed.state.name == "FAIL" and "fp16 needs a CUDA device" in failed.user_attrs["error"]
+    assert (load_plan(spec).sweep_dir / failed.user_attrs["run_dir"] / "error.txt").is_file()
+    assert done.state.name == "COMPLETE"
+    assert any("failed: train.precision: fp16 needs a CUDA device" in line for line in said)
+    assert run_sweep(spec, threads=1, say=quiet) == {"fail": 1, "complete": 1}  # not retried unless asked
+    assert len(trials(spec)) == 2
+    # --retry-failed: one more attempt per failed config in this run (it fails again, and stops)
+    assert run_sweep(spec, threads=1, say=quiet, retry_failed=True) == {"fail": 1, "complete": 1}
+    assert [t.state.name for t in trials(spec)] == ["FAIL", "COMPLETE", "FAIL"]
+
+
+def test_a_search_runs_its_trials_with_pruning(tmp_path):
+    search = {
+        "n_trials": 4,
+        "sampler": "random",
+        "startup_trials": 1,
+        "params": {
+            "train.lr": {"type": "float", "low": 1.0e-3, "high": 3.0e-2, "log": True},
+            "model.attention": {"type": "categorical", "choices": ["dot", "general"]},
+        },
+    }
+    spec = write_sweep(tmp_path, {"lr": {"search": search}})
+    counts = run_sweep(spec, threads=1, say=quiet)
+    assert sum(counts.values()) == 4 and set(counts) <= {"complete", "pruned"}
+    found = trials(spec, "sweep:lr")
+    assert len(found) == 4
+    for trial in found:
+        assert 1.0e-3 <= trial.params["train.lr"] <= 3.0e-2
+        assert trial.user_attrs["config"]["train.lr"] == trial.params["train.lr"]
+    out = report(str(spec))
+    assert (out / "bleu-lr-lr.png").is_file() and (out / "curves-lr.png").is_file()
+
+
+def errors(capsys, *args: str) -> list[str]:
+    code = main(["sweep", *args])
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    assert "Traceback" not in stderr
+    return stderr.splitlines()
+
+
+def test_an_unknown_axis_is_rejected_before_any_trial_naming_the_axis(tmp_path, capsys):
+    spec = write_sweep(tmp_path, {"lr": {"grid": {"train.lrr": [0.1]}}, "x": {"points": [{"modle.rnn": "gru"}]}})
+    lines = errors(capsys, str(spec))
+    assert lines == [
+        f"attnmt: error: {spec}: experiments.lr.grid: train.lrr: unknown config key (did you mean 'train.lr'?); "
+        "valid keys of train: " + ", ".join(TrainConfig.model_fields),
+        f"attnmt: error: {spec}: experiments.x.points[0]: modle.rnn: unknown section 'modle' (did you mean "
+        "'model'?); valid sections: data, model, train, decode",
+    ]
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_an_invalid_axis_value_is_rejected_before_any_trial(tmp_path, capsys):
+    spec = write_sweep(tmp_path, {"lr": {"grid": {"train.lr": [0.01, -1], "model.rnn": ["gru", "rnn"]}}})
+    lines = errors(capsys, str(spec))
+    assert lines == [  # each bad value once, at the first point that has it
+        f"attnmt: error: {spec}: experiments.lr (lr=0.01, rnn=rnn): model.rnn: Input should be 'gru' or 'lstm' "
+        "(got 'rnn')",
+        f"attnmt: error: {spec}: experiments.lr (lr=-1, rnn=gru): train.lr: Input should be greater than 0 (got -1)",
+    ]
+    assert not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:////nonexistent/folder/study.db", "cannot open the study database (No such file or directory)"),
+        ("not a url", "not a database URL"),
+        ("postgresql://someone:secret@127.0.0.1:9/sweeps", None),
+    ],
+)
+def test_an_unreachable_database_is_one_clear_error(tmp_path, capsys, url, expected):
+    spec = write_sweep(tmp_path, {"grid": GRID_2X2})
+    [line] = errors(capsys, str(spec), "--storage", url)
+    assert line.startswith("attnmt: error: --storage ")
+    assert "secret" not in line
+    if expected:
+        assert expected in line
+    else:  # no driver installed, or the connection is refused: either way one line naming the URL
+        assert "postgresql://someone:***@127.0.0.1:9/sweeps" in line
+
+
+def test_a_sweep_file_with_mistakes_reports_them_all(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("experiments:\n  a:\n    grid: {train.lr: []}\n    serach: {}\nmetric: bleu\n")
+    lines = errors(capsys, str(path))
+    assert any("experiments.a.serach: unknown key" in line for line in lines)
+    assert any("metric: Input should be 'valid_bleu' or 'valid_loss'" in line for line in lines)
