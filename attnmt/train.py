@@ -22,13 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from attnmt import distributed
-from attnmt.checkpoint import (
-    load_trainer_state,
-    load_weights,
-    read_index,
-    resolve_checkpoint,
-    save_checkpoint,
-)
+from attnmt.checkpoint import load_trainer_state, load_weights, read_index, resolve_checkpoint, save_checkpoint
 from attnmt.config import Config, save_config
 from attnmt.data import Batch, DataBundle, TextCodec, build_data, collate
 from attnmt.metrics import bleu, perplexity
@@ -167,7 +161,8 @@ def _improved(score: float, progress: Progress, higher_is_better: bool) -> bool:
 def _optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimizer:
     train = config.train
     kind = torch.optim.AdamW if train.optimizer == "adamw" else torch.optim.Adam
-    return kind(model.parameters(), lr=train.lr, betas=train.betas, weight_decay=train.weight_decay)
+    fused = next(model.parameters()).device.type in ("cpu", "cuda")  # one pass: 5-10x faster on the CPU
+    return kind(model.parameters(), lr=train.lr, betas=train.betas, weight_decay=train.weight_decay, fused=fused)
 
 
 def _scheduled_lr(config: Config, progress: Progress) -> float:
