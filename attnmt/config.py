@@ -125,6 +125,11 @@ class TrainConfig(_Section):
             raise ValueError("set at least one of max_steps, max_epochs, max_minutes")
         if self.teacher_forcing_min > self.teacher_forcing:
             raise ValueError("teacher_forcing_min must not exceed teacher_forcing")
+        if self.early_stopping_metric == "bleu" and self.valid_bleu_sentences == 0:
+            raise ValueError(
+                "early_stopping_metric is bleu but valid_bleu_sentences is 0 (no validation BLEU): "
+                "set valid_bleu_sentences >= 1 or early_stopping_metric: loss"
+            )
         return self
 
 

@@ -1,7 +1,9 @@
 """Pictures of what the model does: attention heatmaps, training curves, BLEU by length.
 
-matplotlib + numpy only (the Agg backend, no display needed); every function writes one
-file (PNG, SVG or PDF by the suffix) atomically and returns its path.
+matplotlib + numpy only; every function writes one file (PNG, SVG or PDF by the suffix)
+atomically and returns its path. Figures are built with matplotlib's object API (`Figure`, not
+pyplot), so no display is needed and importing this module leaves the caller's backend alone
+(a notebook's `%matplotlib inline` keeps working).
 Leaf module: imports nothing from attnmt but utils, and no torch.
 """
 
@@ -11,24 +13,27 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from attnmt.utils import atomic_path
 
 
-def _save(figure: plt.Figure, path: str | Path) -> Path:
+def _figure(rows: int = 1, columns: int = 1, *, figsize: tuple[float, float], squeeze: bool = True):
+    """(figure, axes) like `pyplot.subplots`, without pyplot's global figure registry."""
+    figure = Figure(figsize=figsize)
+    return figure, figure.subplots(rows, columns, squeeze=squeeze)
+
+
+def _save(figure: Figure, path: str | Path) -> Path:
     path = Path(path)
     with atomic_path(path) as tmp:
         figure.savefig(tmp, format=path.suffix.lstrip(".") or "png", bbox_inches="tight", dpi=150)
-    plt.close(figure)
     return path
 
 
-def _draw_heatmap(axes: plt.Axes, weights: np.ndarray, src_tokens: Sequence[str], out_tokens: Sequence[str]) -> None:
+def _draw_heatmap(axes: Axes, weights: np.ndarray, src_tokens: Sequence[str], out_tokens: Sequence[str]) -> None:
     """Source tokens along x, output tokens along y; row t is the attention at output step t."""
     image = axes.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
     axes.set_xticks(range(len(src_tokens)), src_tokens, rotation=60, ha="right", fontsize=8)
@@ -51,7 +56,7 @@ def attention_heatmap(
 ) -> Path:
     """One sentence: weights (T, S), rows = output tokens, columns = source tokens."""
     weights = _check_heatmap(weights, src_tokens, out_tokens)
-    figure, axes = plt.subplots(figsize=(1.0 + 0.45 * len(src_tokens), 1.0 + 0.4 * len(out_tokens)))
+    figure, axes = _figure(figsize=(1.0 + 0.45 * len(src_tokens), 1.0 + 0.4 * len(out_tokens)))
     _draw_heatmap(axes, weights, src_tokens, out_tokens)
     if title:
         axes.set_title(title, fontsize=9)
@@ -66,7 +71,7 @@ def attention_grid(
         raise ValueError("no sentences to plot")
     columns = min(3, len(items))
     rows = math.ceil(len(items) / columns)
-    figure, axes_grid = plt.subplots(rows, columns, figsize=(4.5 * columns, 4.0 * rows), squeeze=False)
+    figure, axes_grid = _figure(rows, columns, figsize=(4.5 * columns, 4.0 * rows), squeeze=False)
     for index, axes in enumerate(axes_grid.flat):
         if index >= len(items):
             axes.axis("off")
@@ -84,7 +89,7 @@ def curves(
 ) -> Path:
     """Metric curves of several runs: `runs` maps a run name to its metrics records
     (dicts with `x_key` and metric values, as in metrics.jsonl); one panel per metric."""
-    figure, axes_list = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics), 3.6), squeeze=False)
+    figure, axes_list = _figure(1, len(metrics), figsize=(5.0 * len(metrics), 3.6), squeeze=False)
     for axes, metric in zip(axes_list[0], metrics, strict=True):
         for name, records in runs.items():
             points = [(r[x_key], r[metric]) for r in records if metric in r and x_key in r and r[metric] is not None]
@@ -108,7 +113,7 @@ def _save_with_shared_legend(figure, axes, path: str | Path, *, columns: int, to
 
 def length_plot(runs: Mapping[str, Sequence[tuple[str, float]]], path: str | Path) -> Path:
     """BLEU by source-length bucket for several runs: `runs` maps a name to (bucket label, BLEU)."""
-    figure, axes = plt.subplots(figsize=(6.0, 3.8))
+    figure, axes = _figure(figsize=(6.0, 3.8))
     for name, points in runs.items():
         labels = [label for label, _ in points]
         axes.plot(range(len(points)), [score for _, score in points], marker="o", label=name)
@@ -125,7 +130,7 @@ def grouped_curves(
 ) -> Path:
     """Curves of groups of runs (e.g. the seeds of one sweep point): `groups` maps a label to
     the metrics records of each of its runs; one colour per group, one panel per metric."""
-    figure, axes_list = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics), 3.6), squeeze=False)
+    figure, axes_list = _figure(1, len(metrics), figsize=(5.0 * len(metrics), 3.6), squeeze=False)
     for axes, metric in zip(axes_list[0], metrics, strict=True):
         for index, (label, runs) in enumerate(groups.items()):
             for run_number, records in enumerate(runs):
@@ -158,7 +163,7 @@ def scores_by_value(
     def position(x: object) -> float:
         return x if numeric else order[x]
 
-    figure, axes_list = plt.subplots(1, len(panels), figsize=(5.0 * len(panels), 3.6), squeeze=False)
+    figure, axes_list = _figure(1, len(panels), figsize=(5.0 * len(panels), 3.6), squeeze=False)
     for axes, (title, series) in zip(axes_list[0], panels.items(), strict=True):
         for index, (label, points) in enumerate(series.items()):
             xs = sorted(points, key=position)

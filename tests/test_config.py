@@ -73,6 +73,14 @@ def test_training_needs_a_stopping_limit(tmp_path):
         load_config(path)
 
 
+def test_early_stopping_on_bleu_needs_validation_bleu(tmp_path):
+    path = write(tmp_path, "train:\n  valid_bleu_sentences: 0\n")
+    with pytest.raises(ConfigError, match="valid_bleu_sentences is 0"):
+        load_config(path)
+    config = load_config(path, ["train.early_stopping_metric=loss"])
+    assert config.train.valid_bleu_sentences == 0
+
+
 def test_resolved_config_round_trips(tmp_path):
     config = load_config(None, ["model.attention=general", "decode.beam_size=3"])
     save_config(config, tmp_path / "run" / "config.yaml")

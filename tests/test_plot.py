@@ -1,5 +1,8 @@
 """Plots are written as real image files, atomically, with shapes checked."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -32,3 +35,15 @@ def test_grid_curves_and_length(tmp_path):
     assert curves(runs, ["loss", "bleu"], tmp_path / "curves.png").read_bytes().startswith(PNG_MAGIC)
     lengths = {"a": [("1-10", 30.0), ("11-20", 20.0)], "b": [("1-10", 25.0), ("11-20", 22.0)]}
     assert length_plot(lengths, tmp_path / "length.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_importing_plot_leaves_the_callers_backend_alone(tmp_path):
+    """A notebook's `%matplotlib inline` (or any backend a user chose) survives `import attnmt.plot`."""
+    script = (
+        "import matplotlib; matplotlib.use('svg'); import attnmt.plot as p, numpy as n; "
+        f"p.attention_heatmap(n.eye(2), ['a', 'b'], ['c', 'd'], {str(tmp_path / 'h.png')!r}); "
+        "print(matplotlib.get_backend())"
+    )
+    backend = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert backend.strip() == "svg"
+    assert (tmp_path / "h.png").read_bytes().startswith(PNG_MAGIC)
