@@ -176,7 +176,7 @@ def _search_options(args: argparse.Namespace, translator) -> dict:
 
 
 def _sentence_chunks(args: argparse.Namespace) -> Iterator[list[str]]:
-    from attnmt.translate import prompt_lines, read_input
+    from attnmt.textfiles import prompt_lines, read_input
 
     if args.sentences and args.input:
         raise UserError("give sentences as arguments or with --input FILE, not both")
@@ -236,7 +236,8 @@ def _run_names(runs: Sequence[str]) -> list[str]:
 
 def _examples(args: argparse.Namespace, translator, cache: dict) -> list:
     """The test set: --src/--ref files, or the --split of the run's own corpus (each read once)."""
-    from attnmt.translate import read_test_files, split_examples
+    from attnmt.textfiles import read_test_files
+    from attnmt.translate import split_examples
 
     if not (args.src or args.ref):
         return split_examples(translator.config.data, args.split, data_dir=args.data_dir, cache=cache)

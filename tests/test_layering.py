@@ -29,6 +29,7 @@ ALLOWED = {
     "runlog": {"utils"},
     "tables": set(),
     "distributed": set(),
+    "textfiles": {"utils", "corpora"},
     "checkpoint": {"utils", "config", "model", "vocab", "tokenize"},
     "train": {
         "utils",
@@ -76,7 +77,19 @@ ALLOWED = {
     },
 }
 # Light modules: importing them must not load torch (config validation and data tools stay fast).
-NO_TORCH = ("config", "utils", "tokenize", "vocab", "synthetic", "download", "corpora", "metrics", "sweepspec", "sweep")
+NO_TORCH = (
+    "config",
+    "utils",
+    "tokenize",
+    "vocab",
+    "synthetic",
+    "download",
+    "corpora",
+    "metrics",
+    "sweepspec",
+    "sweep",
+    "textfiles",
+)
 
 
 def attnmt_imports(path: Path) -> tuple[set[str], set[str]]:

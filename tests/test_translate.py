@@ -15,15 +15,13 @@ import torch
 from attnmt import search
 from attnmt.config import load_config
 from attnmt.corpora import Example, load_corpus
+from attnmt.textfiles import decode_lines, read_input, read_test_files
 from attnmt.translate import (
     MAX_SOURCE_TOKENS,
     Translator,
-    decode_lines,
     evaluate,
     heatmap,
     nbest_lines,
-    read_input,
-    read_test_files,
     significance,
 )
 from attnmt.utils import UserError
