@@ -5,8 +5,10 @@ stored with its grid study (experiments, points, seeds), plus each trial's metri
 the validation curves. Written to SWEEP_DIR/report/ (or --output-dir):
 
 - trials.md: one table of every trial (swept parameters, best validation BLEU, test BLEU,
-  validation loss, training minutes, tokens/s, parameters), then one table per grid experiment
-  with the mean and standard deviation over seeds of each point;
+  validation loss, training minutes, tokens/s, parameters), then per grid experiment a table
+  of the mean and standard deviation over seeds of each point (with the training loss at the
+  end, to set against validation) and the mean validation BLEU at every validation step (how
+  fast each point converges);
 - trials.csv (one row per trial, every figure) and length.csv (test BLEU by source length);
 - curves-EXPERIMENT.png: validation BLEU/loss and training loss against steps, one colour per
   point (its seeds overlaid);
@@ -118,12 +120,25 @@ def _members(rows: list[dict], layout: dict, experiment: str) -> dict[int, list[
     return by_point
 
 
+# The training loss "at the end" is the mean of this many last logged windows (log_every steps
+# each): one window is noisy, and under teacher forcing < 1 it depends on the coins drawn.
+END_WINDOWS = 5
+
+
+def end_train_loss(records: list[dict]) -> float | None:
+    """Mean training loss of the last END_WINDOWS logged windows of a run's metrics."""
+    losses = [r["train_loss"] for r in records if r.get("train_loss") is not None]
+    return statistics.mean(losses[-END_WINDOWS:]) if losses else None
+
+
 def experiment_summary(rows: list[dict], layout: dict, experiment: str) -> list[list[str]]:
-    """Per point: label, finished seeds, valid BLEU, test BLEU (mean ± sd), valid loss, minutes."""
+    """Per point: label, finished seeds, valid BLEU, test BLEU (mean ± sd), valid loss, the
+    training loss at the end, minutes."""
     table = []
     points = layout["experiments"][experiment]["points"]
     for index, members in sorted(_members(rows, layout, experiment).items()):
         done = [row for row in members if row["state"] == "complete"]
+        end_losses = [end_train_loss(row["metrics"]) for row in done]
         table.append(
             [
                 points[index]["label"],
@@ -131,13 +146,34 @@ def experiment_summary(rows: list[dict], layout: dict, experiment: str) -> list[
                 _mean_sd([row["valid_bleu"] for row in done]),
                 _mean_sd([row["test_bleu"] for row in done]),
                 _mean_sd([row["valid_loss"] for row in done]),
+                _mean_sd([loss for loss in end_losses if loss is not None]),
                 _mean_sd([row["train_seconds"] / 60 for row in done]),
             ]
         )
     return table
 
 
-SUMMARY_HEADERS = ["point", "seeds done", "valid BLEU", "test BLEU", "valid loss", "train min"]
+SUMMARY_HEADERS = ["point", "seeds done", "valid BLEU", "test BLEU", "valid loss", "train loss (end)", "train min"]
+
+
+def convergence(rows: list[dict], layout: dict, experiment: str) -> tuple[list[str], list[list[str]]]:
+    """(headers, body): per point, the validation BLEU at each validation step, mean over the
+    finished seeds that reached that step."""
+    points = layout["experiments"][experiment]["points"]
+    curves: dict[str, dict[int, list[float]]] = {}
+    for index, members in sorted(_members(rows, layout, experiment).items()):
+        by_step = curves.setdefault(points[index]["label"], {})
+        for row in members:
+            if row["state"] == "complete":
+                for record in row["metrics"]:
+                    if record.get("valid_bleu") is not None:
+                        by_step.setdefault(record["step"], []).append(record["valid_bleu"])
+    steps = sorted({step for by_step in curves.values() for step in by_step})
+    body = [
+        [label, *(f"{statistics.mean(by_step[step]):.2f}" if step in by_step else "-" for step in steps)]
+        for label, by_step in curves.items()
+    ]
+    return ["point", *(f"{step:,}" for step in steps)], body
 
 
 def _markdown(headers: list[str], body: list[list[str]]) -> str:
@@ -176,15 +212,17 @@ def _csv(rows: list[dict], axes: list[str]) -> tuple[str, str]:
     return trials.getvalue(), lengths.getvalue()
 
 
-def _curves(sweep_dir: Path, rows: list[dict]) -> list[list[dict]]:
-    """metrics.jsonl of each row's run (rows whose run folder is not here are left out)."""
-    runs = []
-    for row in rows:
-        try:
-            runs.append(read_metrics(sweep_dir / row["run_dir"]))
-        except (UserError, TypeError):
-            continue
-    return runs
+def _read_metrics(sweep_dir: Path, row: dict) -> list[dict]:
+    """The records of a row's metrics.jsonl; none when its run folder is not here (a sweep
+    shared by machines keeps each run where it ran)."""
+    try:
+        return read_metrics(sweep_dir / row["run_dir"])
+    except (UserError, TypeError):
+        return []
+
+
+def _curves(rows: list[dict]) -> list[list[dict]]:
+    return [row["metrics"] for row in rows if row["metrics"]]
 
 
 def _series(row: dict, layout: dict, experiment: str, axis: str | None) -> str:
@@ -200,16 +238,16 @@ def _series(row: dict, layout: dict, experiment: str, axis: str | None) -> str:
     return ""
 
 
-def _plots(sweep_dir: Path, out: Path, rows: list[dict], layout: dict) -> list[Path]:
+def _plots(out: Path, rows: list[dict], layout: dict) -> list[Path]:
     written = []
     for experiment, info in layout["experiments"].items():
         if info["kind"] == "search":  # each trial its own curve, all on one line against each parameter
             mine = [row for row in rows if experiment in (row["experiment"] or [])]
-            groups = {row["name"]: _curves(sweep_dir, [row]) for row in mine}
+            groups = {row["name"]: _curves([row]) for row in mine}
         else:  # a curve colour per point (its seeds overlaid)
             by_point = _members(rows, layout, experiment)
             mine = [row for members in by_point.values() for row in members]
-            groups = {info["points"][i]["label"]: _curves(sweep_dir, by_point[i]) for i in sorted(by_point)}
+            groups = {info["points"][i]["label"]: _curves(by_point[i]) for i in sorted(by_point)}
         if not mine:
             continue
         if any(groups.values()):
@@ -247,6 +285,8 @@ def report(target: str, *, storage: str | None = None, output_dir: str | None = 
     if layout is None:
         raise UserError(f"{shown_url(url)}: study {name!r} was not written by attnmt sweep")
     rows = collect(store, name, layout)
+    for row in rows:
+        row["metrics"] = _read_metrics(sweep_dir, row)
     axes = trial_axes(layout)
     columns = _columns(axes)
     headers, body = [h for h, _ in columns], [[cell(row) for _, cell in columns] for row in rows]
@@ -264,13 +304,16 @@ def report(target: str, *, storage: str | None = None, output_dir: str | None = 
             seeds = f" (seeds {', '.join(map(str, info['seeds']))})" if info["seeds"] else ""
             markdown += f"\n## {experiment}{seeds}\n\n" + _markdown(SUMMARY_HEADERS, summary)
             tables.append(_rich(f"{experiment}{seeds}", SUMMARY_HEADERS, summary))
+            steps, by_step = convergence(rows, layout, experiment)
+            if by_step:
+                markdown += "\nValidation BLEU by step (mean over seeds):\n\n" + _markdown(steps, by_step)
     out = Path(output_dir) if output_dir else sweep_dir / "report"
     try:
         write_text_atomic(out / "trials.md", markdown)
         trials_csv, length_csv = _csv(rows, axes)
         write_text_atomic(out / "trials.csv", trials_csv)
         write_text_atomic(out / "length.csv", length_csv)
-        plots = _plots(sweep_dir, out, rows, layout)
+        plots = _plots(out, rows, layout)
     except OSError as exc:
         raise UserError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     if console is not None:

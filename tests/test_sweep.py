@@ -22,6 +22,7 @@ import yaml
 from attnmt import train
 from attnmt.cli import main
 from attnmt.config import TrainConfig
+from attnmt.runlog import read_metrics
 from attnmt.sweep import run_sweep
 from attnmt.sweepreport import report
 from attnmt.sweepspec import load_plan
@@ -132,6 +133,16 @@ def test_the_report_tables_and_plots_come_from_the_stored_study(grid_2x2, tmp_pa
         assert int(row["parameters"]) == attrs["parameters"]
     markdown = (out / "trials.md").read_text()
     assert all(f"| {name} |" in markdown for name in stored) and "## grid" in markdown
+    # Per point (one seed each here): the training loss at the end is the mean of the last five
+    # logged windows, and the convergence table lists validation BLEU at steps 10 and 20.
+    summary, by_step = markdown.split("## grid")[1].split("Validation BLEU by step")
+    assert "| point | 10 | 20 |" in by_step
+    for attrs in stored.values():
+        records = read_metrics(load_plan(spec).sweep_dir / attrs["run_dir"])
+        losses = [r["train_loss"] for r in records if "train_loss" in r]
+        assert len(losses) == 4 and f"| {sum(losses) / 4:.2f} |" in summary
+        valid = [f"{r['valid_bleu']:.2f}" for r in records if "valid_bleu" in r]
+        assert len(valid) == 2 and f"| {valid[0]} | {valid[1]} |" in by_step
     assert (out / "length.csv").read_text().count("\n") == 1 + sum(len(a["test_by_length"]) for a in stored.values())
     for plot in ("curves-grid", "bleu-grid-attention", "bleu-grid-lr", "length-grid"):
         assert (out / f"{plot}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
