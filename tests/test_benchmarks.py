@@ -1,6 +1,7 @@
 """The speed benchmark: its FLOP formula against torch's counter, its reference against attnmt, a smoke run."""
 
 import json
+import subprocess
 
 import pytest
 import torch
@@ -143,3 +144,21 @@ def test_speed_benchmark_smoke(tmp_path, capsys):
             assert config["decoding"][mode]["naive"]["sentences_per_s"] > 0
     assert "speedup" in capsys.readouterr().out
     assert "| joey |" in (tmp_path / "tables.md").read_text()
+
+
+def test_ab_search_loads_the_search_of_a_revision_and_decodes_alike():
+    """benchmarks.ab_search imports attnmt/search.py from git; at HEAD it must decode exactly as
+    the checkout does (the A/B's "outputs identical" check rests on this)."""
+    from benchmarks import ab_search
+
+    try:
+        old = ab_search.search_at("HEAD")
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        pytest.skip("not a git checkout")
+    torch.manual_seed(0)
+    model = build_model(tiny_config("joey"), 20, 20).eval()
+    sources = [torch.randint(4, 20, (n,)).tolist() for n in (3, 7, 5, 1, 9)]
+    for beam in (1, 3):
+        _, new_tokens = ab_search.timed_decode(ab_search.search, model, sources, beam)
+        _, old_tokens = ab_search.timed_decode(old, model, sources, beam)
+        assert new_tokens == old_tokens and len(new_tokens) == len(sources)

@@ -1,0 +1,100 @@
+"""A/B of a change to the search: this checkout's `attnmt.search` against the one at a git revision.
+
+    python -m benchmarks.ab_search --checkpoint RUN_DIR --against REV [--repeats 5] [--sentences 1000]
+
+Both versions decode the same test sources with the same trained model (its best checkpoint,
+its own tokenizers), greedy and beam 5, in alternation (A B A B ...), so that the VM's drift
+from minute to minute falls on both alike. Reported per mode: the median seconds of each
+version, their ratio and whether the outputs (tokens of every best hypothesis) are identical.
+The other module at REV is loaded from `git show REV:attnmt/search.py`; it must still fit
+this checkout's model (the `StepModel` interface).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from attnmt import search
+from attnmt.checkpoint import load_weights, resolve_checkpoint, run_dir_of
+from attnmt.config import load_config
+from attnmt.data import TextCodec
+from attnmt.model import build_model
+from attnmt.translate import split_examples
+from benchmarks.measure import describe_machine
+
+
+def search_at(revision: str) -> ModuleType:
+    """`attnmt/search.py` as it was at `revision`, imported as a separate module."""
+    source = subprocess.run(
+        ["git", "show", f"{revision}:attnmt/search.py"], check=True, capture_output=True, text=True
+    ).stdout
+    folder = Path(tempfile.mkdtemp(prefix="ab_search_"))
+    path = folder / "search_at_revision.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("search_at_revision", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed_decode(module: ModuleType, model, sources: list[list[int]], beam_size: int) -> tuple[float, list]:
+    start = time.perf_counter()
+    results = module.decode_all(model, sources, batch_size=64, beam_size=beam_size)
+    return time.perf_counter() - start, [hypotheses[0].tokens for hypotheses in results]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.ab_search", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", type=Path, required=True, help="a trained attnmt run")
+    parser.add_argument("--against", required=True, help="the git revision to compare with (e.g. HEAD~1)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sentences", type=int, default=1000, help="test sources decoded per measurement")
+    parser.add_argument("--beam", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    checkpoint = resolve_checkpoint(args.checkpoint, "best")
+    config = load_config(run_dir_of(checkpoint) / "config.yaml")
+    codec = TextCodec.load(run_dir_of(checkpoint), config.data)
+    model = build_model(config.model, len(codec.src_vocab), len(codec.tgt_vocab))
+    load_weights(model, checkpoint)
+    model.eval()
+    examples = split_examples(config.data, "test")[: args.sentences]
+    sources = [codec.encode_source(example.src) for example in examples]
+    versions = {"this checkout": search, args.against: search_at(args.against)}
+
+    machine = describe_machine(torch.device("cpu"))
+    cpu = f"{machine['cpu']}, {machine['cores']} cores"
+    print(f"machine: {cpu}; torch {machine['torch']}, {machine['threads']} threads")
+    print(f"model: {checkpoint}; {len(sources):,} test sources, batches of 64; {args.repeats} alternating repeats")
+    with torch.inference_mode():
+        for mode, beam_size in (("greedy", 1), (f"beam {args.beam}", args.beam)):
+            seconds: dict[str, list[float]] = {name: [] for name in versions}
+            outputs: dict[str, list] = {}
+            for module in versions.values():  # one untimed pass each: caches, allocator
+                timed_decode(module, model, sources[:64], beam_size)
+            for _ in range(args.repeats):
+                for name, module in versions.items():
+                    elapsed, outputs[name] = timed_decode(module, model, sources, beam_size)
+                    seconds[name].append(elapsed)
+            new, old = (statistics.median(seconds[name]) for name in versions)
+            same = outputs["this checkout"] == outputs[args.against]
+            print(
+                f"{mode}: this checkout {new:.2f} s, {args.against} {old:.2f} s (medians): "
+                f"{old / new:.2f}x; outputs identical: {same}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
