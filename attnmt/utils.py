@@ -58,6 +58,15 @@ def choose_device(requested: str = "auto") -> str:
     return requested
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it: done once, at import
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(final_path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `final_path`; rename it into place only on success.
@@ -70,6 +79,9 @@ def atomic_path(final_path: str | os.PathLike) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{final_path.name}.", suffix=".tmp", dir=final_path.parent)
     os.close(fd)
     tmp_path = Path(tmp_name)
+    # mkstemp makes the file private (0600); the result should get the permissions any file
+    # the user creates gets (0666 less the umask), like the folder's other files.
+    os.chmod(tmp_path, 0o666 & ~_UMASK)
     try:
         yield tmp_path
         os.replace(tmp_path, final_path)
