@@ -25,11 +25,8 @@ from types import ModuleType
 import torch
 
 from attnmt import search
-from attnmt.checkpoint import load_weights, resolve_checkpoint, run_dir_of
-from attnmt.config import load_config
-from attnmt.data import TextCodec
-from attnmt.model import build_model
 from attnmt.translate import split_examples
+from benchmarks.decoding import load_trained
 from benchmarks.measure import describe_machine
 
 
@@ -63,12 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beam", type=int, default=5)
     args = parser.parse_args(argv)
 
-    checkpoint = resolve_checkpoint(args.checkpoint, "best")
-    config = load_config(run_dir_of(checkpoint) / "config.yaml")
-    codec = TextCodec.load(run_dir_of(checkpoint), config.data)
-    model = build_model(config.model, len(codec.src_vocab), len(codec.tgt_vocab))
-    load_weights(model, checkpoint)
-    model.eval()
+    checkpoint, config, codec, model = load_trained(args.checkpoint)
     examples = split_examples(config.data, "test")[: args.sentences]
     sources = [codec.encode_source(example.src) for example in examples]
     versions = {"this checkout": search, args.against: search_at(args.against)}

@@ -9,12 +9,25 @@ measurement decodes one batch untimed first. Generated tokens are those before E
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
-from attnmt.data import pad_sequences
-from attnmt.model import Seq2Seq
+from attnmt.checkpoint import load_weights, resolve_checkpoint, run_dir_of
+from attnmt.config import Config, load_config
+from attnmt.data import TextCodec, pad_sequences
+from attnmt.model import Seq2Seq, build_model
 from attnmt.search import decode_all
 from benchmarks import naive
 from benchmarks.flops import synchronize
+
+
+def load_trained(run_dir: str | Path) -> tuple[Path, Config, TextCodec, Seq2Seq]:
+    """A trained run's best checkpoint, config, tokenizers + vocabularies, and model (eval mode, CPU)."""
+    checkpoint = resolve_checkpoint(run_dir, "best")
+    config = load_config(run_dir_of(checkpoint) / "config.yaml")
+    codec = TextCodec.load(run_dir_of(checkpoint), config.data)
+    model = build_model(config.model, len(codec.src_vocab), len(codec.tgt_vocab))
+    load_weights(model, checkpoint)
+    return checkpoint, config, codec, model.eval()
 
 
 def _rates(sentences: int, tokens: int, seconds: float, algorithm: str) -> dict:

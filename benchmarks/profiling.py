@@ -1,10 +1,13 @@
-"""Where a training step's time goes: torch.profiler over a few steps of one benchmark config.
+"""Where the time goes: torch.profiler over a few training steps of one benchmark config, or
+over decoding a test set with a trained run.
 
     python -m benchmarks.profiling [--config joey] [--model attnmt] [--steps 5] [--threads N]
+    python -m benchmarks.profiling --decode RUN_DIR [--beam 5]
 
-The steps are the benchmark's own (`speed.training_step`, same batches), after two warm-up
-steps. Prints the time per phase (data, forward, backward, optimizer: the step's labelled
-regions) and torch's operator table sorted by self CPU time.
+The training steps are the benchmark's own (`speed.training_step`, same batches), after two
+warm-up steps; printed: the time per phase (data, forward, backward, optimizer: the step's
+labelled regions) and torch's operator table sorted by self CPU time. `--decode` profiles
+`attnmt.search.decode_all` on the run's test split (batches of 64, after one untimed batch).
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from attnmt.data import build_data
+from attnmt.search import decode_all
+from attnmt.translate import split_examples
 from benchmarks import speed
+from benchmarks.decoding import load_trained
 
 PHASES = ("data", "forward", "backward", "optimizer")
 
@@ -36,6 +42,17 @@ def profile_training(config: str, model_name: str, steps: int, device: torch.dev
         for indices in timed:
             step(indices)
     return profiler, len(bundle.tgt_vocab)
+
+
+def profile_decoding(run_dir: str, beam_size: int, data_dir=None, shapes=False):
+    """Profile decoding the test split of a trained run; returns the profiler and the target vocabulary size."""
+    _, config, codec, model = load_trained(run_dir)
+    sources = [codec.encode_source(example.src) for example in split_examples(config.data, "test", data_dir=data_dir)]
+    with torch.inference_mode():
+        decode_all(model, sources[:64], beam_size=beam_size)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes) as profiler:
+            decode_all(model, sources, beam_size=beam_size)
+    return profiler, len(codec.tgt_vocab)
 
 
 def phase_summary(profiler) -> str:
@@ -102,13 +119,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--shapes", action="store_true", help="also group matrix products and operators by shape")
+    parser.add_argument("--decode", metavar="RUN_DIR", help="profile decoding RUN_DIR's test split instead")
+    parser.add_argument("--beam", type=int, default=1, help="with --decode: beam size (1 = greedy)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    profiler, vocab_size = profile_training(args.config, args.model, args.steps, device, args.data_dir, args.shapes)
-    print(f"{args.model} {args.config}, {args.steps} steps, {torch.get_num_threads()} threads")
-    print(phase_summary(profiler))
+    if args.decode:
+        profiler, vocab_size = profile_decoding(args.decode, args.beam, args.data_dir, args.shapes)
+        print(f"decoding {args.decode} test split, beam {args.beam}, {torch.get_num_threads()} threads")
+    else:
+        profiler, vocab_size = profile_training(args.config, args.model, args.steps, device, args.data_dir, args.shapes)
+        print(f"{args.model} {args.config}, {args.steps} steps, {torch.get_num_threads()} threads")
+        print(phase_summary(profiler))
     print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
     if args.shapes:
         print(product_summary(profiler, speed.Options.batch_sentences, vocab_size))

@@ -34,14 +34,13 @@ from rich.console import Console
 from torch.profiler import record_function
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnmt.checkpoint import load_weights, resolve_checkpoint, run_dir_of
-from attnmt.config import DataConfig, ModelConfig, load_config
-from attnmt.data import DataBundle, TextCodec, build_data, collate
+from attnmt.config import DataConfig, ModelConfig
+from attnmt.data import DataBundle, build_data, collate
 from attnmt.model import Seq2Seq, build_model
 from attnmt.train import token_loss
 from attnmt.utils import UserError
 from benchmarks import naive
-from benchmarks.decoding import benchmark_decoding
+from benchmarks.decoding import benchmark_decoding, load_trained
 from benchmarks.flops import flop_rates, matmul_ceiling, synchronize
 from benchmarks.measure import describe_machine, peak_memory, release_memory
 from benchmarks.report import print_report
@@ -279,12 +278,8 @@ def benchmark_config(
 
 def benchmark_checkpoint(run_dir: Path, bundle: DataBundle, options: Options, device) -> dict:
     """Decode test2016 with a trained run (its own tokenizers and vocabularies) and the reference given its weights."""
-    checkpoint = resolve_checkpoint(run_dir, "best")
-    config = load_config(run_dir_of(checkpoint) / "config.yaml")
-    codec = TextCodec.load(run_dir_of(checkpoint), config.data)
+    checkpoint, config, codec, model = load_trained(run_dir)
     sizes = len(codec.src_vocab), len(codec.tgt_vocab)
-    model = build_model(config.model, *sizes)
-    load_weights(model, checkpoint)
     reference = naive.load_attnmt_weights(naive.NaiveSeq2Seq(config.model, *sizes), model)
     models = {"attnmt": model.to(device), "naive": reference.to(device)}
     sources = [codec.encode_source(example.src) for example in bundle.splits.test[: options.decode_sentences]]
