@@ -99,12 +99,13 @@ def greedy(
     log_probs = torch.zeros(batch_size, device=device)
     for step in range(max_limit):
         logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B_a, V), (B_a, S)
-        step_log_probs = _never_generated(torch.log_softmax(logits.float(), dim=-1))
-        last = step + 1 >= limits  # (B_a,) the sentence's last allowed token: force EOS, as beam search does
-        step_log_probs = step_log_probs.masked_fill(
-            last[:, None] & (torch.arange(logits.size(-1), device=device) != EOS), -torch.inf
-        )
+        step_log_probs = _never_generated(torch.log_softmax(logits.float(), dim=-1))  # (B_a, V)
         best_log_probs, best = step_log_probs.max(dim=-1)  # (B_a,)
+        # A sentence's last allowed token is EOS, as in beam search. Forcing it after the argmax
+        # equals masking every other token first, without building a (B_a, V) mask each step.
+        last = step + 1 >= limits  # (B_a,)
+        best = best.masked_fill(last, EOS)
+        best_log_probs = torch.where(last, step_log_probs[:, EOS], best_log_probs)
         token_matrix[active, step] = best
         attention_tensor[active, step] = attention.float()
         log_probs[active] += best_log_probs
