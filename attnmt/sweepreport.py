@@ -176,6 +176,21 @@ def convergence(rows: list[dict], layout: dict, experiment: str) -> tuple[list[s
     return ["point", *(f"{step:,}" for step in steps)], body
 
 
+def by_length(rows: list[dict], layout: dict, experiment: str) -> dict[str, list[tuple[str, float]]]:
+    """Per point of a grid experiment: (source-length bucket, test BLEU averaged over the
+    finished seeds), the Bahdanau paper's Figure 2 as numbers. Empty when no trial has them."""
+    points = layout["experiments"][experiment]["points"]
+    done = [row for row in rows if row["state"] == "complete" and row["test_by_length"]]
+    lengths = {}
+    for index, members in sorted(_members(done, layout, experiment).items()):
+        buckets: dict[str, list[float]] = {}
+        for row in members:
+            for label, _, score in row["test_by_length"]:
+                buckets.setdefault(label, []).append(score)
+        lengths[points[index]["label"]] = [(bucket, statistics.mean(scores)) for bucket, scores in buckets.items()]
+    return lengths
+
+
 def _markdown(headers: list[str], body: list[list[str]]) -> str:
     def line(cells):
         return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |\n"
@@ -265,14 +280,7 @@ def _plots(out: Path, rows: list[dict], layout: dict) -> list[Path]:
             if done:
                 leaf = axis.split(".")[1] if axis else "point"
                 written.append(scores_by_value(panels, out / f"bleu-{experiment}-{leaf}.png", xlabel=axis or "point"))
-        if info["kind"] == "grid" and any(row["test_by_length"] for row in done):
-            lengths = {}
-            for index, members in sorted(_members(done, layout, experiment).items()):
-                buckets: dict[str, list[float]] = {}
-                for row in members:
-                    for label, _, score in row["test_by_length"] or []:
-                        buckets.setdefault(label, []).append(score)
-                lengths[info["points"][index]["label"]] = [(b, statistics.mean(s)) for b, s in buckets.items()]
+        if info["kind"] == "grid" and (lengths := by_length(rows, layout, experiment)):
             written.append(length_plot(lengths, out / f"length-{experiment}.png"))
     return written
 
@@ -307,6 +315,10 @@ def report(target: str, *, storage: str | None = None, output_dir: str | None = 
             steps, by_step = convergence(rows, layout, experiment)
             if by_step:
                 markdown += "\nValidation BLEU by step (mean over seeds):\n\n" + _markdown(steps, by_step)
+            if lengths := by_length(rows, layout, experiment):
+                buckets = [bucket for bucket, _ in next(iter(lengths.values()))]
+                body = [[label, *(f"{score:.2f}" for _, score in scores)] for label, scores in lengths.items()]
+                markdown += "\nTest BLEU by source length (mean over seeds):\n\n" + _markdown(["point", *buckets], body)
     out = Path(output_dir) if output_dir else sweep_dir / "report"
     try:
         write_text_atomic(out / "trials.md", markdown)

@@ -62,9 +62,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def is_stale(trial: FrozenTrial, now: float | None = None) -> bool:
-    """A RUNNING trial whose worker is gone (see the module docstring)."""
+def is_stale(trial: FrozenTrial, now: float | None = None, *, claims_locked: bool = False) -> bool:
+    """A RUNNING trial whose worker is gone (see the module docstring). With `claims_locked` (the
+    caller holds the SQLite claim lock, under which every claim also writes its owner) a trial
+    without an owner was left by a worker killed between claiming it and writing its pid."""
     attrs = trial.user_attrs
+    if claims_locked and "pid" not in attrs:
+        return True
     # Claims happen between trials, so a trial carrying this very pid was left by an earlier sweep
     # in this process (or a reused pid), never one this process is running.
     if attrs.get("host") == HOST and "pid" in attrs and (attrs["pid"] == os.getpid() or not _alive(attrs["pid"])):
@@ -210,10 +214,10 @@ class Store:
         return None
 
     def _retire_stale(self, study: optuna.Study) -> list[FrozenTrial]:
-        """Retire every stale RUNNING trial; the study's trials afterwards."""
+        """Retire every stale RUNNING trial; the study's trials afterwards. Called under `lock()`."""
         now = time.time()
         for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            if is_stale(trial, now):
+            if is_stale(trial, now, claims_locked=self.lock_path is not None):
                 attrs = trial.user_attrs
                 self.retire(study, trial.number, f"worker {attrs.get('pid')} on {attrs.get('host')} stopped")
         return study.get_trials(deepcopy=False)

@@ -24,7 +24,7 @@ from attnmt.cli import main
 from attnmt.config import TrainConfig
 from attnmt.runlog import read_metrics
 from attnmt.sweep import run_sweep
-from attnmt.sweepreport import report
+from attnmt.sweepreport import end_train_loss, report
 from attnmt.sweepspec import load_plan
 from attnmt.sweepstore import Store, default_url
 from attnmt.utils import UserError
@@ -142,7 +142,12 @@ def test_the_report_tables_and_plots_come_from_the_stored_study(grid_2x2, tmp_pa
         losses = [r["train_loss"] for r in records if "train_loss" in r]
         assert len(losses) == 4 and f"| {sum(losses) / 4:.2f} |" in summary
         valid = [f"{r['valid_bleu']:.2f}" for r in records if "valid_bleu" in r]
-        assert len(valid) == 2 and f"| {valid[0]} | {valid[1]} |" in by_step
+        assert len(valid) == 2 and f"| {valid[0]} | {valid[1]} |" in by_step.split("Test BLEU by source length")[0]
+    # Test BLEU by source length: one row per point, its buckets' scores as stored with the trial.
+    by_length = markdown.split("Test BLEU by source length")[1]
+    for attrs in stored.values():
+        scores = " | ".join(f"{score:.2f}" for _, _, score in attrs["test_by_length"])
+        assert f" | {scores} |" in by_length
     assert (out / "length.csv").read_text().count("\n") == 1 + sum(len(a["test_by_length"]) for a in stored.values())
     for plot in ("curves-grid", "bleu-grid-attention", "bleu-grid-lr", "length-grid"):
         assert (out / f"{plot}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
@@ -150,6 +155,12 @@ def test_the_report_tables_and_plots_come_from_the_stored_study(grid_2x2, tmp_pa
     assert main(["sweep", "report", str(spec), "--output-dir", str(tmp_path / "cli")]) == 0
     shown = capsys.readouterr().out
     assert "valid BLEU" in shown and all(name in shown for name in stored)
+
+
+def test_the_training_loss_at_the_end_is_the_mean_of_the_last_five_windows():
+    records = [{"step": 5 * i, "train_loss": float(i)} for i in range(1, 8)] + [{"step": 35, "valid_bleu": 1.0}]
+    assert end_train_loss(records) == pytest.approx((3 + 4 + 5 + 6 + 7) / 5)
+    assert end_train_loss([{"step": 10, "valid_bleu": 2.0}]) is None
 
 
 class Killed(BaseException):
@@ -212,6 +223,19 @@ def test_killing_the_sweep_and_rerunning_completes_only_the_missing_trials(tmp_p
     assert len({t.user_attrs["key"] for t in after}) == 4 == len(after)  # every config once
     assert {t.number: t.user_attrs["key"] for t in after if t.number in before} == before  # kept, not rerun
     assert len([line for line in said if line.endswith(("started", "resuming"))]) == 4 - len(before)
+
+
+def test_a_trial_whose_worker_died_between_claiming_and_owning_it_is_retired(tmp_path):
+    """SIGKILL can land after a claim made a trial RUNNING and before the worker wrote its pid
+    there: the next claim (under the same SQLite lock) retires it and runs its retry."""
+    store = Store(default_url(tmp_path))
+    study = store.study("orphans", direction="maximize")
+    orphan = study.ask()  # RUNNING with no owner, as the killed worker left it
+    retry = store.claim_search(study, n_trials=1)
+    left = store.storage.get_trial(store.trial_id(study, orphan.number))
+    assert left.state.name == "FAIL" and left.user_attrs["interrupted"]
+    assert retry is not None and retry.number != orphan.number
+    assert store.storage.get_trial(store.trial_id(study, retry.number)).user_attrs["retry_of"] == orphan.number
 
 
 def test_two_workers_share_one_sqlite_study_without_duplicating_a_trial(tmp_path):
