@@ -26,22 +26,27 @@ import torch
 
 from attnmt import search
 from attnmt.translate import split_examples
+from attnmt.utils import UserError
 from benchmarks.decoding import load_trained
 from benchmarks.measure import describe_machine
 
 
 def search_at(revision: str) -> ModuleType:
-    """`attnmt/search.py` as it was at `revision`, imported as a separate module."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:attnmt/search.py"], check=True, capture_output=True, text=True
-    ).stdout
-    folder = Path(tempfile.mkdtemp(prefix="ab_search_"))
-    path = folder / "search_at_revision.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("search_at_revision", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being built
-    spec.loader.exec_module(module)
+    """`attnmt/search.py` as it was at `revision`, imported as a separate module. A revision
+    git does not know (or no git at all) is a UserError."""
+    try:
+        shown = subprocess.run(["git", "show", f"{revision}:attnmt/search.py"], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise UserError("git is not installed; --against needs a git checkout") from None
+    if shown.returncode != 0:
+        raise UserError(f"--against {revision}: {shown.stderr.strip().splitlines()[-1] if shown.stderr else 'unknown'}")
+    with tempfile.TemporaryDirectory(prefix="ab_search_") as folder:
+        path = Path(folder) / "search_at_revision.py"
+        path.write_text(shown.stdout, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location("search_at_revision", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up while being built
+        spec.loader.exec_module(module)
     return module
 
 
@@ -59,11 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentences", type=int, default=1000, help="test sources decoded per measurement")
     parser.add_argument("--beam", type=int, default=5)
     args = parser.parse_args(argv)
-
-    checkpoint, config, codec, model = load_trained(args.checkpoint)
-    examples = split_examples(config.data, "test")[: args.sentences]
+    try:
+        checkpoint, config, codec, model = load_trained(args.checkpoint)
+        examples = split_examples(config.data, "test")[: args.sentences]
+        versions = {"this checkout": search, args.against: search_at(args.against)}
+    except UserError as error:
+        print(f"benchmarks.ab_search: error: {error}", file=sys.stderr)
+        return 2
     sources = [codec.encode_source(example.src) for example in examples]
-    versions = {"this checkout": search, args.against: search_at(args.against)}
 
     machine = describe_machine(torch.device("cpu"))
     cpu = f"{machine['cpu']}, {machine['cores']} cores"

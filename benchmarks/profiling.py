@@ -21,6 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 from attnmt.data import build_data
 from attnmt.search import decode_all
 from attnmt.translate import split_examples
+from attnmt.utils import UserError
 from benchmarks import speed
 from benchmarks.decoding import load_trained
 
@@ -37,21 +38,25 @@ def profile_training(config: str, model_name: str, steps: int, device: torch.dev
     step = speed.training_step(model, speed.LOSSES[model_name], bundle, device, options.lr)
     for indices in warmup:
         step(indices)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities, record_shapes=shapes) as profiler:
+    with profile(activities=_activities(device), record_shapes=shapes) as profiler:
         for indices in timed:
             step(indices)
     return profiler, len(bundle.tgt_vocab)
 
 
-def profile_decoding(run_dir: str, beam_size: int, data_dir=None, shapes=False):
+def _activities(device: torch.device) -> list:
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+
+
+def profile_decoding(run_dir: str, beam_size: int, device: torch.device, data_dir=None, shapes=False):
     """Profile decoding the test split of a trained run; returns the profiler and the target vocabulary size."""
     _, config, codec, model = load_trained(run_dir)
+    model = model.to(device)
     sources = [codec.encode_source(example.src) for example in split_examples(config.data, "test", data_dir=data_dir)]
     with torch.inference_mode():
-        decode_all(model, sources[:64], beam_size=beam_size)
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes) as profiler:
-            decode_all(model, sources, beam_size=beam_size)
+        decode_all(model, sources[:64], beam_size=beam_size, device=device)
+        with profile(activities=_activities(device), record_shapes=shapes) as profiler:
+            decode_all(model, sources, beam_size=beam_size, device=device)
     return profiler, len(codec.tgt_vocab)
 
 
@@ -124,14 +129,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("benchmarks.profiling: error: --device cuda, but CUDA is not available", file=sys.stderr)
+        return 2
     device = torch.device(args.device)
-    if args.decode:
-        profiler, vocab_size = profile_decoding(args.decode, args.beam, args.data_dir, args.shapes)
-        print(f"decoding {args.decode} test split, beam {args.beam}, {torch.get_num_threads()} threads")
-    else:
-        profiler, vocab_size = profile_training(args.config, args.model, args.steps, device, args.data_dir, args.shapes)
-        print(f"{args.model} {args.config}, {args.steps} steps, {torch.get_num_threads()} threads")
-        print(phase_summary(profiler))
+    try:
+        if args.decode:
+            profiler, vocab_size = profile_decoding(args.decode, args.beam, device, args.data_dir, args.shapes)
+            print(f"decoding {args.decode} test split, beam {args.beam}, {torch.get_num_threads()} threads")
+        else:
+            profiler, vocab_size = profile_training(
+                args.config, args.model, args.steps, device, args.data_dir, args.shapes
+            )
+            print(f"{args.model} {args.config}, {args.steps} steps, {torch.get_num_threads()} threads")
+            print(phase_summary(profiler))
+    except UserError as error:
+        print(f"benchmarks.profiling: error: {error}", file=sys.stderr)
+        return 2
     print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
     if args.shapes:
         print(product_summary(profiler, speed.Options.batch_sentences, vocab_size))

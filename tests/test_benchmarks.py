@@ -1,7 +1,6 @@
 """The speed benchmark: its FLOP formula against torch's counter, its reference against attnmt, a smoke run."""
 
 import json
-import subprocess
 
 import pytest
 import torch
@@ -10,6 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from attnmt.config import DataConfig, ModelConfig
 from attnmt.data import build_data
 from attnmt.model import build_model
+from attnmt.utils import UserError
 from benchmarks import naive, speed
 from benchmarks.flops import flop_rates
 from benchmarks.report import print_report
@@ -153,7 +153,7 @@ def test_ab_search_loads_the_search_of_a_revision_and_decodes_alike():
 
     try:
         old = ab_search.search_at("HEAD")
-    except (subprocess.CalledProcessError, FileNotFoundError):
+    except UserError:
         pytest.skip("not a git checkout")
     torch.manual_seed(0)
     model = build_model(tiny_config("joey"), 20, 20).eval()
@@ -162,3 +162,23 @@ def test_ab_search_loads_the_search_of_a_revision_and_decodes_alike():
         _, new_tokens = ab_search.timed_decode(ab_search.search, model, sources, beam)
         _, old_tokens = ab_search.timed_decode(old, model, sources, beam)
         assert new_tokens == old_tokens and len(new_tokens) == len(sources)
+
+
+def test_ab_search_and_profiling_report_bad_input_in_one_line(tmp_path, capsys):
+    from benchmarks import ab_search, profiling
+
+    assert ab_search.main(["--checkpoint", str(tmp_path / "no-run"), "--against", "HEAD"]) == 2
+    assert profiling.main(["--decode", str(tmp_path / "no-run")]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 2 and errors[0].startswith("benchmarks.ab_search: error: ") and "no-run" in errors[0]
+    assert errors[1].startswith("benchmarks.profiling: error: ") and "no-run" in errors[1]
+    with pytest.raises(UserError, match="--against no-such-revision"):
+        ab_search.search_at("no-such-revision")
+
+
+def test_fused_adam_matches_the_default_on_the_joey_model():
+    from benchmarks import optimizer
+
+    result = optimizer.compare(steps=2)
+    assert result["max_weight_difference"] < 1e-6
+    assert result["default_ms"] > 0 and result["fused_ms"] > 0
