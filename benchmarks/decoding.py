@@ -1,9 +1,10 @@
-"""Decoding speed: attnmt's batched search against the reference's textbook decoding.
+"""Decoding speed: attnmt's batched search against the references' textbook decoding.
 
 attnmt decodes with `attnmt.search.decode_all` (length-sorted batches, early exit, EOS forced
-at 1.5 S + 10). The reference decodes greedily in batches in corpus order for a fixed 50 steps
-with no early exit, and beam-searches one sentence at a time (`benchmarks.naive`). Each
-measurement decodes one batch untimed first. Generated tokens are those before EOS.
+at 1.5 S + 10). The references decode greedily in batches in corpus order for a fixed 50 steps
+with no early exit, as their tutorials do; bentrevett's reference beam-searches one sentence
+at a time, d2l's has no beam search (its book has none in code). Each measurement decodes one
+batch untimed first; repeats alternate the implementations. Generated tokens are those before EOS.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from attnmt.config import Config, load_config
 from attnmt.data import TextCodec, pad_sequences
 from attnmt.model import Seq2Seq, build_model
 from attnmt.search import decode_all
-from benchmarks import naive
 from benchmarks.flops import synchronize
+from benchmarks.measure import combine_repeats, rotated
+from benchmarks.references import REFERENCES
+
+RATES = ("seconds", "sentences_per_s", "tokens_per_s")
 
 
 def load_trained(run_dir: str | Path) -> tuple[Path, Config, TextCodec, Seq2Seq]:
@@ -55,52 +59,80 @@ def time_attnmt_decoding(model: Seq2Seq, src_ids: list[list[int]], *, beam_size:
     return _rates(len(src_ids), tokens, seconds, f"attnmt {algorithm}, limit 1.5 S + 10")
 
 
-def time_naive_decoding(
-    model: naive.NaiveSeq2Seq, src_ids, *, beam_size: int, batch_size: int, beam_sentences: int, device
-) -> dict:
-    """The reference: greedy on batches in corpus order for 50 steps; beam search sentence by sentence."""
+def time_reference_decoding(
+    name: str, model, src_ids, *, beam_size: int, batch_size: int, beam_sentences: int, device
+) -> dict | None:
+    """A reference: greedy on batches in corpus order for 50 steps; beam search sentence by
+    sentence, or None where the reference has no beam search."""
+    module = REFERENCES[name]
     model.eval()
     if beam_size > 1:
+        if module.beam_search is None:
+            return None
         src_ids = src_ids[:beam_sentences]
-        naive.beam_search(model, src_ids[0], beam_size=beam_size, device=device)
+        module.beam_search(model, src_ids[0], beam_size=beam_size, device=device)
         start = time.perf_counter()
-        outputs = [naive.beam_search(model, ids, beam_size=beam_size, device=device) for ids in src_ids]
-        algorithm = f"per-sentence beam {beam_size}, limit {naive.GREEDY_STEPS}, first {len(src_ids)} sentences"
+        outputs = [module.beam_search(model, ids, beam_size=beam_size, device=device) for ids in src_ids]
+        algorithm = f"per-sentence beam {beam_size}, limit {module.GREEDY_STEPS}, first {len(src_ids)} sentences"
     else:
         batches = [src_ids[i : i + batch_size] for i in range(0, len(src_ids), batch_size)]
 
         def decode(batch):
             src, lengths = pad_sequences(batch)
-            return naive.greedy(model, src.to(device), lengths.to(device))
+            return module.greedy(model, src.to(device), lengths.to(device))
 
         decode(batches[0])
         start = time.perf_counter()
         outputs = [tokens for batch in batches for tokens in decode(batch)]
-        algorithm = f"batched greedy, fixed {naive.GREEDY_STEPS} steps"
+        algorithm = f"batched greedy, fixed {module.GREEDY_STEPS} steps"
     synchronize(device)
     seconds = time.perf_counter() - start
     return _rates(len(src_ids), sum(len(tokens) for tokens in outputs), seconds, algorithm)
 
 
 def benchmark_decoding(
-    models: dict, src_ids: list[list[int]], *, beam_size: int, batch_size: int, naive_beam_sentences: int, device
+    models: dict,
+    src_ids: list[list[int]],
+    *,
+    beam_size: int,
+    batch_size: int,
+    reference_beam_sentences: int,
+    device,
+    repeats: int = 1,
 ) -> dict:
-    """Greedy and beam decoding of `src_ids` by models["attnmt"] and models["naive"]."""
+    """Greedy and beam decoding of `src_ids` by models["attnmt"] and each reference, `repeats`
+    times alternating; medians, with attnmt's speed-up over each reference."""
     results = {}
     for mode, beam in (("greedy", 1), ("beam", beam_size)):
-        attnmt = time_attnmt_decoding(models["attnmt"], src_ids, beam_size=beam, batch_size=batch_size, device=device)
-        reference = time_naive_decoding(
-            models["naive"],
-            src_ids,
-            beam_size=beam,
-            batch_size=batch_size,
-            beam_sentences=naive_beam_sentences,
-            device=device,
-        )
+        runs: dict[str, list[dict]] = {name: [] for name in models}
+        for turn in range(repeats):
+            for name in rotated(list(models), turn):
+                if name == "attnmt":
+                    measured = time_attnmt_decoding(
+                        models[name], src_ids, beam_size=beam, batch_size=batch_size, device=device
+                    )
+                else:
+                    measured = time_reference_decoding(
+                        name,
+                        models[name],
+                        src_ids,
+                        beam_size=beam,
+                        batch_size=batch_size,
+                        beam_sentences=reference_beam_sentences,
+                        device=device,
+                    )
+                if measured is not None:
+                    runs[name].append(measured)
+        measured_by = {name: combine_repeats(measured, RATES) for name, measured in runs.items() if measured}
+        ours = measured_by["attnmt"]
+        references = {name: theirs for name, theirs in measured_by.items() if name != "attnmt"}
         results[mode] = {
-            "attnmt": attnmt,
-            "naive": reference,
-            "speedup_sentences": attnmt["sentences_per_s"] / reference["sentences_per_s"],
-            "speedup_tokens": attnmt["tokens_per_s"] / max(reference["tokens_per_s"], 1e-9),
+            "implementations": measured_by,
+            "speedup_tokens": {
+                name: ours["tokens_per_s"] / max(theirs["tokens_per_s"], 1e-9) for name, theirs in references.items()
+            },
+            "speedup_sentences": {
+                name: ours["sentences_per_s"] / theirs["sentences_per_s"] for name, theirs in references.items()
+            },
         }
     return results

@@ -15,6 +15,7 @@ import gc
 import os
 import platform
 import resource
+import statistics
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -110,3 +111,28 @@ def peak_memory(device: torch.device):
     yield result
     rise = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start_kib
     result.mib, result.method = rise / 1024, "rise of ru_maxrss"
+
+
+# --- repeated measurements ---------------------------------------------------------------------
+
+
+def rotated(items: list, turn: int) -> list:
+    """`items` started at a different place each turn, so none is always measured first (or last)."""
+    shift = turn % len(items) if items else 0
+    return items[shift:] + items[:shift]
+
+
+def spread(values: list[float]) -> dict:
+    """Median and range of repeated measurements, with the values themselves."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
+
+
+def combine_repeats(runs: list[dict], keys: tuple[str, ...]) -> dict:
+    """One result from repeats of a measurement: the first run's fields, `keys` replaced by their
+    medians, and `spread` holding each key's median, range and values."""
+    combined = dict(runs[0])
+    combined["repeats"] = len(runs)
+    combined["spread"] = {key: spread([run[key] for run in runs]) for key in keys}
+    for key in keys:
+        combined[key] = combined["spread"][key]["median"]
+    return combined

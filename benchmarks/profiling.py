@@ -24,6 +24,7 @@ from attnmt.translate import split_examples
 from attnmt.utils import UserError
 from benchmarks import speed
 from benchmarks.decoding import load_trained
+from benchmarks.references import REFERENCES
 
 PHASES = ("data", "forward", "backward", "optimizer")
 
@@ -33,9 +34,11 @@ def profile_training(config: str, model_name: str, steps: int, device: torch.dev
     options = speed.Options(steps=steps, warmup=2)
     bundle = build_data(speed.DATA, data_dir)
     cfg = speed.model_config(config, options.dropout)
-    model = speed.build_pair(cfg, len(bundle.src_vocab), len(bundle.tgt_vocab), device, options.seed)[model_name]
-    warmup, timed = speed.training_batches(bundle, options)[model_name]
-    step = speed.training_step(model, speed.LOSSES[model_name], bundle, device, options.lr)
+    models = speed.build_models(cfg, len(bundle.src_vocab), len(bundle.tgt_vocab), device, options.seed)
+    if model_name not in models:
+        raise UserError(f"--model {model_name} cannot express the {config} config; choose attnmt")
+    warmup, timed = speed.training_batches(bundle, options)["attnmt" if model_name == "attnmt" else "reference"]
+    step = speed.training_step(models[model_name], speed.loss_function(model_name), bundle, device, options.lr)
     for indices in warmup:
         step(indices)
     with profile(activities=_activities(device), record_shapes=shapes) as profiler:
@@ -117,7 +120,7 @@ def product_summary(profiler, batch_sentences: int, vocab_size: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profiling", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", choices=list(speed.CONFIGS), default="joey")
-    parser.add_argument("--model", choices=["attnmt", "naive"], default="attnmt")
+    parser.add_argument("--model", choices=["attnmt", *REFERENCES], default="attnmt")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--rows", type=int, default=20)

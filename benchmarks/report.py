@@ -37,40 +37,55 @@ def data_line(results: dict) -> str:
     )
 
 
+def with_range(measurement: dict, key: str, digits: int | None = None) -> str:
+    """'median (min-max)' of a repeated measurement's `key`; the plain value when not repeated."""
+    spread = measurement.get("spread", {}).get(key)
+    value = measurement[key]
+    fmt = _rate if digits is None else (lambda number: f"{number:,.{digits}f}")
+    if not spread or len(spread["values"]) < 2:
+        return fmt(value)
+    return f"{fmt(spread['median'])} ({fmt(spread['min'])}-{fmt(spread['max'])})"
+
+
+def _percent(measurement: dict, key: str) -> str:
+    spread = measurement.get("spread", {}).get(key)
+    if not spread or len(spread["values"]) < 2:
+        return f"{measurement[key]:.1%}"
+    return f"{spread['median']:.1%} ({spread['min']:.1%}-{spread['max']:.1%})"
+
+
 def training_table(results: dict) -> Rows:
     header = [
         "config",
+        "implementation",
         "params",
-        "attnmt tok/s",
-        "naive tok/s",
-        "speedup",
-        "attnmt useful FLOP",
-        "naive useful FLOP",
-        "attnmt peak MiB",
-        "naive peak MiB",
+        "target tok/s",
+        "attnmt speed-up",
+        "useful FLOP share",
+        "peak MiB",
         "FLOPs run / useful",
     ]
     rows = []
     for name, config in results["configs"].items():
         training = config["training"]
-        ours, reference = training["attnmt"], training["naive"]
-        rows.append(
-            [
-                name,
-                f"{config['parameters'] / 1e6:.1f}M",
-                _rate(ours["tokens_per_s"]),
-                _rate(reference["tokens_per_s"]),
-                f"{training['speedup']:.2f}x",
-                f"{ours['useful_flop_fraction']:.1%}",
-                f"{reference['useful_flop_fraction']:.1%}",
-                f"{ours['peak_memory_mib']:,.0f}",
-                f"{reference['peak_memory_mib']:,.0f}",
-                f"{ours['executed_per_useful_flop']:.2f} / {reference['executed_per_useful_flop']:.2f}",
-            ]
-        )
+        for implementation, measured in training["implementations"].items():
+            speedup = training["speedup"].get(implementation)
+            rows.append(
+                [
+                    name,
+                    implementation,
+                    f"{config['parameters'] / 1e6:.1f}M",
+                    with_range(measured, "tokens_per_s"),
+                    "" if speedup is None else f"{speedup:.2f}x",
+                    _percent(measured, "useful_flop_fraction"),
+                    f"{measured['peak_memory_mib']:,.0f}",
+                    f"{measured['executed_per_useful_flop']:.2f}",
+                ]
+            )
+    repeats = results["settings"].get("repeats", 1)
     title = (
-        "Training: target tokens/s (incl. EOS), useful FLOP/s / matmul ceiling, peak memory, "
-        "forward FLOPs run per useful FLOP (attnmt / naive, first timed batch)"
+        f"Training: target tokens/s (incl. EOS), median (min-max) of {repeats} alternating repeats; useful FLOP/s "
+        "over the matmul ceiling; peak memory; forward FLOPs run per useful FLOP (first timed batch)"
     )
     return title, header, rows
 
@@ -79,41 +94,35 @@ def _per_sentence(rates: dict) -> float:
     return rates["generated_tokens"] / max(1, rates["sentences"])
 
 
-def _decoding_rows(label: str, decoding: dict, mode: str) -> list[str]:
-    ours, reference = decoding[mode]["attnmt"], decoding[mode]["naive"]
-    return [
-        label,
-        _rate(ours["sentences_per_s"]),
-        _rate(reference["sentences_per_s"]),
-        f"{decoding[mode]['speedup_sentences']:.2f}x",
-        _rate(ours["tokens_per_s"]),
-        _rate(reference["tokens_per_s"]),
-        f"{decoding[mode]['speedup_tokens']:.2f}x",
-        f"{_per_sentence(ours):.1f} / {_per_sentence(reference):.1f}",
-    ]
+def _decoding_rows(label: str, decoding: dict) -> list[list[str]]:
+    rows = []
+    for implementation, measured in decoding["implementations"].items():
+        speedup = decoding["speedup_tokens"].get(implementation)
+        rows.append(
+            [
+                label,
+                implementation,
+                with_range(measured, "sentences_per_s"),
+                with_range(measured, "tokens_per_s"),
+                "" if speedup is None else f"{speedup:.2f}x",
+                f"{_per_sentence(measured):.1f}",
+                measured["algorithm"],
+            ]
+        )
+    return rows
 
 
 def decoding_table(results: dict, mode: str) -> Rows:
-    header = [
-        "model",
-        "attnmt sent/s",
-        "naive sent/s",
-        "speedup",
-        "attnmt tok/s",
-        "naive tok/s",
-        "speedup",
-        "tokens/sentence",
-    ]
-    rows = [_decoding_rows(f"{name} (untrained)", c["decoding"], mode) for name, c in results["configs"].items()]
+    header = ["model", "implementation", "sent/s", "generated tok/s", "attnmt speed-up", "tokens/sentence", "how"]
+    rows = []
+    for name, config in results["configs"].items():
+        rows += _decoding_rows(f"{name} (untrained)", config["decoding"][mode])
     trained = results.get("trained")
     if trained:
         label = f"trained {Path(trained['run_dir']).name} ({trained['tokenizer']})"
-        rows.append(_decoding_rows(label, trained["decoding"], mode))
-    first = next(iter(results["configs"].values()), None) or trained
-    algorithms = first["decoding"][mode]
-    title = (
-        f"Decoding, {mode}: attnmt = {algorithms['attnmt']['algorithm']}; naive = {algorithms['naive']['algorithm']}"
-    )
+        rows += _decoding_rows(label, trained["decoding"][mode])
+    repeats = results["settings"].get("repeats", 1)
+    title = f"Decoding, {mode}: median (min-max) of {repeats} alternating repeats"
     return title, header, rows
 
 
@@ -134,6 +143,29 @@ def to_markdown(rows: Rows) -> str:
     return "\n".join(lines)
 
 
+def _against_fastest(speedups: dict[str, float]) -> str:
+    if not speedups:
+        return "no reference"
+    name = min(speedups, key=speedups.get)  # the smallest speed-up is over the fastest reference
+    return f"{speedups[name]:.2f}x {name}"
+
+
+def headlines(results: dict) -> list[str]:
+    """attnmt's speed-up over the faster reference, per config and measurement: the figure to quote."""
+    lines = []
+    entries = [(name, config) for name, config in results["configs"].items()]
+    if results.get("trained"):
+        entries.append((f"trained {Path(results['trained']['run_dir']).name}", results["trained"]))
+    for name, entry in entries:
+        parts = []
+        if "training" in entry:
+            parts.append(f"training {_against_fastest(entry['training']['speedup'])}")
+        for mode in ("greedy", "beam"):
+            parts.append(f"{mode} {_against_fastest(entry['decoding'][mode]['speedup_tokens'])}")
+        lines.append(f"{name}: attnmt over the faster reference: {', '.join(parts)}")
+    return lines
+
+
 def tables(results: dict) -> list[Rows]:
     return [training_table(results), decoding_table(results, "greedy"), decoding_table(results, "beam")]
 
@@ -147,8 +179,11 @@ def print_report(results: dict, console: Console, markdown: Path | None = None) 
         console.print(f"trained model: {trained['checkpoint']} ({trained['tokenizer']})")
     for rows in tables(results):
         console.print(to_rich(rows))
+    for line in headlines(results):
+        console.print(line)
     if markdown is not None:
         parts = [f"Machine: {machine_line(results)}", f"Data: {data_line(results)}"]
         parts += [to_markdown(rows) for rows in tables(results)]
+        parts.append("\n".join(f"- {line}" for line in headlines(results)))
         markdown.parent.mkdir(parents=True, exist_ok=True)
         markdown.write_text("\n\n".join(parts) + "\n", encoding="utf-8")

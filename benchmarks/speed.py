@@ -1,21 +1,24 @@
-"""Training and decoding speed of attnmt against the textbook reference, per model config.
+"""Training and decoding speed of attnmt against the textbook references, per model config.
 
-    python -m benchmarks.speed [--config all] [--device auto] [--steps 20] [--threads N]
-                               [--decode-sentences 1000] [--checkpoint RUN_DIR] [--json OUT]
+    python -m benchmarks.speed [--config all] [--device auto] [--steps 20] [--repeats 5]
+                               [--threads N] [--decode-sentences 1000] [--checkpoint RUN_DIR]
+                               [--json OUT]
 
 Data: Multi30k en->de train (29,000 pairs), word tokens, lowercased, vocabularies of types
 seen at least twice. attnmt trains on length-bucketed batches of 64 sentences (pools of 100
-batches sorted by length, as its trainer does); the reference trains on the SAME sentences
-in random batches of 64, padded to their longest sentence (a shuffled DataLoader). Each
-step includes the data pipeline (collate + to(device)), the loss, backward, gradient
+batches sorted by length, as its trainer does); the references (`benchmarks.references`:
+d2l.ai's code and bentrevett's tutorial, each given attnmt's weights) train on the SAME
+sentences in random batches of 64, padded to their longest sentence (a shuffled DataLoader).
+Each step includes the data pipeline (collate + to(device)), the loss, backward, gradient
 clipping at 1.0 and Adam. After `--warmup` steps, `--steps` steps are timed.
 
-Reported per config and implementation: target tokens/s (non-pad, EOS included), the
-fraction of the machine's float32 matmul ceiling spent on useful FLOPs (`flops.py`), peak
-memory (`measure.py`), and greedy / beam-5 decoding of Multi30k test2016 in sentences/s and
-generated tokens/s (tokens before EOS). Decoding uses each config's freshly initialized
-model unless `--checkpoint` names a trained attnmt run: that run's own tokenizers and model
-are then decoded as well, and the reference is given the same weights.
+Every measurement is repeated `--repeats` times, the implementations alternating, and
+reported as the median with its range. Reported per config and implementation: target
+tokens/s (non-pad, EOS included), the fraction of the machine's float32 matmul ceiling spent
+on useful FLOPs (`flops.py`), peak memory (`measure.py`), and greedy / beam-5 decoding of
+Multi30k test2016 in sentences/s and generated tokens/s (tokens before EOS). Decoding uses
+each config's freshly initialized model unless `--checkpoint` names a trained attnmt run:
+that run's own tokenizers and model are then decoded as well, the references given its weights.
 """
 
 from __future__ import annotations
@@ -39,10 +42,10 @@ from attnmt.data import DataBundle, build_data, collate
 from attnmt.model import Seq2Seq, build_model
 from attnmt.train import token_loss
 from attnmt.utils import UserError
-from benchmarks import naive
 from benchmarks.decoding import benchmark_decoding, load_trained
 from benchmarks.flops import flop_rates, matmul_ceiling, synchronize
-from benchmarks.measure import describe_machine, peak_memory, release_memory
+from benchmarks.measure import combine_repeats, describe_machine, peak_memory, release_memory, rotated
+from benchmarks.references import REFERENCES, references_for
 from benchmarks.report import print_report
 
 SIZES = {"embedding_size": 256, "encoder_layers": 1, "decoder_layers": 1, "rnn": "gru", "bridge": "tanh"}
@@ -94,7 +97,8 @@ class Options:
     decode_sentences: int = 1000
     decode_batch: int = 64
     beam_size: int = 5
-    naive_beam_sentences: int = 100
+    reference_beam_sentences: int = 100
+    repeats: int = 5
     seed: int = 1
     ceiling_size: int | None = None  # square matmul side for the ceiling; None: 2,048 (CPU) or 8,192 (GPU)
 
@@ -129,7 +133,7 @@ def _flat(batches: list[list[int]]) -> list[int]:
 
 
 def training_batches(bundle: DataBundle, options: Options) -> dict[str, tuple[list, list]]:
-    """(warm-up, timed) batches per implementation; both time exactly the same sentences."""
+    """(warm-up, timed) batches: "attnmt" bucketed, "reference" random; both hold exactly the same sentences."""
     rng = random.Random(options.seed)
     lengths = [(len(s), len(t)) for s, t in zip(bundle.train.src_ids, bundle.train.tgt_ids, strict=True)]
     bucketed = bucketed_batches(lengths, options, rng)[: options.warmup + options.steps]
@@ -137,7 +141,7 @@ def training_batches(bundle: DataBundle, options: Options) -> dict[str, tuple[li
     size = options.batch_sentences
     return {
         "attnmt": (warmup, timed),
-        "naive": (random_batches(_flat(warmup), size, rng), random_batches(_flat(timed), size, rng)),
+        "reference": (random_batches(_flat(warmup), size, rng), random_batches(_flat(timed), size, rng)),
     }
 
 
@@ -146,17 +150,18 @@ def _attnmt_loss(model: Seq2Seq, batch, target_tokens: int) -> torch.Tensor:
     return token_loss(logits, batch.tgt_out) / target_tokens  # as attnmt's Trainer.train_step
 
 
-def _naive_loss(model: naive.NaiveSeq2Seq, batch, target_tokens: int) -> torch.Tensor:
-    return naive.loss(model, batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
-
-
-LOSSES = {"attnmt": _attnmt_loss, "naive": _naive_loss}
+def loss_function(name: str):
+    """The training loss of implementation `name` as f(model, batch, target_tokens)."""
+    if name == "attnmt":
+        return _attnmt_loss
+    module = REFERENCES[name]
+    return lambda model, batch, _: module.loss(model, batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
 
 
 def training_step(model, loss_fn, bundle: DataBundle, device, lr: float):
     """A function doing one step on a list of example indices: collate + to(device), forward and
     loss, backward, clip_grad_norm 1.0, Adam. Each phase is labelled for torch.profiler.
-    attnmt's step uses the fused Adam its trainer uses; the reference torch's default, as the
+    attnmt's step uses the fused Adam its trainer uses; the references torch's default, as the
     tutorials do."""
     src_ids, tgt_ids = bundle.train.src_ids, bundle.train.tgt_ids
     fused = loss_fn is _attnmt_loss and next(model.parameters()).device.type in ("cpu", "cuda")
@@ -223,44 +228,58 @@ def executed_per_useful(model, loss_fn, batches: list[list[int]], bundle: DataBu
     return counter.get_total_flops() / useful
 
 
+TRAINING_RATES = ("seconds", "tokens_per_s", "useful_gflops_per_s", "useful_flop_fraction", "peak_memory_mib")
+
+
 def benchmark_training(cfg: ModelConfig, models: dict, bundle: DataBundle, options: Options, device, ceiling) -> dict:
-    """Train both implementations on the same sentences; tokens/s, useful-FLOP fraction, memory."""
+    """Train every implementation on the same sentences, `options.repeats` times alternating;
+    medians of tokens/s, useful-FLOP fraction and memory, and attnmt's speed-up over each reference."""
     batches = training_batches(bundle, options)
     rates = flop_rates(cfg, len(bundle.tgt_vocab))
+    runs: dict[str, list[dict]] = {name: [] for name in models}
+    for turn in range(options.repeats):
+        for name in rotated(list(models), turn):
+            kind = "attnmt" if name == "attnmt" else "reference"
+            result = time_training(models[name], loss_function(name), batches[kind], bundle, device, options.lr)
+            useful = rates.training(*result.pop("_lengths"))
+            result["useful_gflop"] = useful / 1e9
+            result["useful_gflops_per_s"] = useful / 1e9 / result["seconds"]
+            result["useful_flop_fraction"] = result["useful_gflops_per_s"] / ceiling
+            runs[name].append(result)
+            release_memory()
     results = {}
-    for name, model in models.items():
-        result = time_training(model, LOSSES[name], batches[name], bundle, device, options.lr)
-        useful = rates.training(*result.pop("_lengths"))
-        result["useful_gflop"] = useful / 1e9
-        result["useful_gflops_per_s"] = useful / 1e9 / result["seconds"]
-        result["useful_flop_fraction"] = result["useful_gflops_per_s"] / ceiling
-        result["executed_per_useful_flop"] = executed_per_useful(model, LOSSES[name], batches[name][1], bundle, rates)
-        results[name] = result
-        release_memory()
-    results["speedup"] = results["attnmt"]["tokens_per_s"] / results["naive"]["tokens_per_s"]
-    return results
+    for name, measured in runs.items():
+        kind = "attnmt" if name == "attnmt" else "reference"
+        results[name] = combine_repeats(measured, TRAINING_RATES)
+        results[name]["executed_per_useful_flop"] = executed_per_useful(
+            models[name], loss_function(name), batches[kind][1], bundle, rates
+        )
+    ours = results["attnmt"]["tokens_per_s"]
+    speedups = {name: ours / results[name]["tokens_per_s"] for name in models if name != "attnmt"}
+    return {"implementations": results, "speedup": speedups}
 
 
 def _decoding_options(options: Options) -> dict:
     return {
         "beam_size": options.beam_size,
         "batch_size": options.decode_batch,
-        "naive_beam_sentences": options.naive_beam_sentences,
+        "reference_beam_sentences": options.reference_beam_sentences,
+        "repeats": options.repeats,
     }
 
 
-def build_pair(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, device, seed: int) -> dict:
-    """An attnmt model and the reference with the very same initial weights."""
+def build_models(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, device, seed: int) -> dict:
+    """An attnmt model and every reference that can express `cfg`, with the very same initial weights."""
     torch.manual_seed(seed)
     model = build_model(cfg, src_vocab_size, tgt_vocab_size)
-    reference = naive.load_attnmt_weights(naive.NaiveSeq2Seq(cfg, src_vocab_size, tgt_vocab_size), model)
-    return {"attnmt": model.to(device), "naive": reference.to(device)}
+    references = references_for(cfg, model, src_vocab_size, tgt_vocab_size)
+    return {name: module.to(device) for name, module in {"attnmt": model, **references}.items()}
 
 
 def benchmark_config(
     cfg: ModelConfig, bundle: DataBundle, options: Options, device, ceiling: float, *, say, label: str
 ) -> dict:
-    models = build_pair(cfg, len(bundle.src_vocab), len(bundle.tgt_vocab), device, options.seed)
+    models = build_models(cfg, len(bundle.src_vocab), len(bundle.tgt_vocab), device, options.seed)
     test_sources = bundle.test.src_ids[: options.decode_sentences]
     say(f"{label}: decoding (untrained weights)")
     decoding = benchmark_decoding(models, test_sources, **_decoding_options(options), device=device)
@@ -277,11 +296,10 @@ def benchmark_config(
 
 
 def benchmark_checkpoint(run_dir: Path, bundle: DataBundle, options: Options, device) -> dict:
-    """Decode test2016 with a trained run (its own tokenizers and vocabularies) and the reference given its weights."""
+    """Decode test2016 with a trained run (its own tokenizers and vocabularies) and the references given its weights."""
     checkpoint, config, codec, model = load_trained(run_dir)
-    sizes = len(codec.src_vocab), len(codec.tgt_vocab)
-    reference = naive.load_attnmt_weights(naive.NaiveSeq2Seq(config.model, *sizes), model)
-    models = {"attnmt": model.to(device), "naive": reference.to(device)}
+    references = references_for(config.model, model, len(codec.src_vocab), len(codec.tgt_vocab))
+    models = {name: module.to(device) for name, module in {"attnmt": model, **references}.items()}
     sources = [codec.encode_source(example.src) for example in bundle.splits.test[: options.decode_sentences]]
     decoding = benchmark_decoding(models, sources, **_decoding_options(options), device=device)
     return {
@@ -341,11 +359,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=Options.warmup, help="untimed training steps first")
     parser.add_argument("--decode-sentences", type=int, default=Options.decode_sentences)
     parser.add_argument(
-        "--naive-beam-sentences",
+        "--reference-beam-sentences",
         type=int,
-        default=Options.naive_beam_sentences,
-        help="sentences decoded by the reference's slow per-sentence beam search",
+        default=Options.reference_beam_sentences,
+        help="sentences decoded by a reference's slow per-sentence beam search",
     )
+    parser.add_argument("--repeats", type=int, default=Options.repeats, help="repeats of every measurement")
     parser.add_argument("--dropout", type=float, default=Options.dropout)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--data-dir", default=None, help="corpus folder (default: $ATTNMT_DATA, then the cache)")
@@ -371,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         steps=args.steps,
         warmup=args.warmup,
         decode_sentences=args.decode_sentences,
-        naive_beam_sentences=args.naive_beam_sentences,
+        reference_beam_sentences=args.reference_beam_sentences,
+        repeats=args.repeats,
         ceiling_size=args.ceiling_size,
         dropout=args.dropout,
     )

@@ -1,4 +1,4 @@
-"""The speed benchmark: its FLOP formula against torch's counter, its reference against attnmt, a smoke run."""
+"""The speed benchmark: its FLOP formula against torch's counter, its references against attnmt, a smoke run."""
 
 import json
 
@@ -10,7 +10,7 @@ from attnmt.config import DataConfig, ModelConfig
 from attnmt.data import build_data
 from attnmt.model import build_model
 from attnmt.utils import UserError
-from benchmarks import naive, speed
+from benchmarks import bentrevett, d2l, speed
 from benchmarks.flops import flop_rates
 from benchmarks.report import print_report
 
@@ -59,13 +59,17 @@ def test_flop_formula_equals_torch_flop_counter(shape):
     assert analytic == pytest.approx(counter.get_total_flops(), rel=0.01)
 
 
-@pytest.mark.parametrize("shape", ["d2l", "joey", "luong-fast"])
-def test_reference_computes_attnmt_function_and_wastes_flops(shape):
-    """Given attnmt's weights the textbook model gives the same logits (no padding, where the two
-    encoders agree), while recomputing the key projection at every step costs extra FLOPs."""
+@pytest.mark.parametrize(
+    ("module", "shape"),
+    [(bentrevett, "d2l"), (bentrevett, "joey"), (bentrevett, "luong-fast"), (d2l, "d2l"), (d2l, "joey")],
+)
+def test_reference_computes_attnmt_logits_from_the_same_weights_and_wastes_flops(module, shape):
+    """Given attnmt's weights, each tutorial's code (d2l's as written: W_q, W_k inside the loop, the
+    output layer after it) gives attnmt's logits on an unpadded batch, where the encoders agree;
+    recomputing the key projection at every step costs FLOPs beyond the useful ones."""
     cfg = tiny_config(shape)
     model = build_model(cfg, 20, 30).eval()
-    reference = naive.load_attnmt_weights(naive.NaiveSeq2Seq(cfg, 20, 30), model).eval()
+    reference = module.load_attnmt_weights(module.Seq2Seq(cfg, 20, 30), model).eval()
     src, src_lengths, tgt_in = unpadded_batch()
     expected, _ = model(src, src_lengths, tgt_in)
     counter = FlopCounterMode(display=False)
@@ -75,15 +79,49 @@ def test_reference_computes_attnmt_function_and_wastes_flops(shape):
     assert counter.get_total_flops() > flop_rates(cfg, 30).forward([5] * 3, [4] * 3)
 
 
-def test_reference_masks_padding_in_attention():
+def test_d2l_reference_takes_the_output_layer_out_of_the_loop():
+    """The dense layer runs once per batch over all steps, not once per step as in bentrevett's."""
+    cfg = tiny_config("joey")
+    reference = d2l.Seq2Seq(cfg, 20, 30).eval()
+    calls = []
+    reference.decoder.dense.register_forward_hook(lambda *_: calls.append(1))
+    src, src_lengths, tgt_in = unpadded_batch()
+    reference(src, src_lengths, tgt_in)
+    assert len(calls) == 1
+
+
+def test_d2l_loss_is_the_mean_over_non_pad_tokens():
+    cfg = tiny_config("joey")
+    reference = d2l.Seq2Seq(cfg, 20, 30).eval()
+    src, src_lengths, tgt_in = unpadded_batch()
+    tgt_out = tgt_in.clone()
+    tgt_out[0, 2:] = d2l.PAD
+    logits = reference(src, src_lengths, tgt_in)
+    keep = tgt_out != d2l.PAD
+    expected = -logits.log_softmax(-1).gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)[keep].mean()
+    torch.testing.assert_close(d2l.loss(reference, src, src_lengths, tgt_in, tgt_out), expected)
+
+
+@pytest.mark.parametrize("module", [bentrevett, d2l])
+def test_reference_masks_padding_in_attention(module):
     """A padded source position gets no attention: changing the token there leaves the logits alone
     for a unidirectional encoder, whose outputs at real positions never read the padding."""
     cfg = tiny_config("d2l")
-    reference = naive.load_attnmt_weights(naive.NaiveSeq2Seq(cfg, 20, 30), build_model(cfg, 20, 30)).eval()
+    model = build_model(cfg, 20, 30)
     src, _, tgt_in = unpadded_batch()
     src_lengths = torch.tensor([5, 3, 4])
     changed = src.clone()
     changed[1, 3:] = 7
+    if module is d2l:
+        reference = d2l.load_attnmt_weights(d2l.Seq2Seq(cfg, 20, 30), model).eval()
+        # the bridge reads the final state (after the padding, as in the book); hold it fixed
+        keys, hidden, lengths = reference.decoder.init_state(reference.encoder(src), src_lengths)
+        keys_changed = reference.decoder.init_state(reference.encoder(changed), src_lengths)[0]
+        logits, _ = reference.decoder(tgt_in[:, :1], [keys, hidden, lengths])
+        logits_changed, _ = reference.decoder(tgt_in[:, :1], [keys_changed, hidden, lengths])
+        torch.testing.assert_close(logits, logits_changed)
+        return
+    reference = bentrevett.load_attnmt_weights(bentrevett.Seq2Seq(cfg, 20, 30), model).eval()
     # the bridge reads the final state (after the padding, as in the textbooks); hold it fixed
     memory, mask, state = reference.encode(src, src_lengths)
     memory_changed, _, _ = reference.encode(changed, src_lengths)
@@ -92,13 +130,29 @@ def test_reference_masks_padding_in_attention():
     torch.testing.assert_close(logits, logits_changed)
 
 
-def test_reference_beam_search_returns_tokens_without_eos():
+def test_reference_searches_return_tokens_without_eos():
     cfg = tiny_config("joey")
-    reference = naive.NaiveSeq2Seq(cfg, 20, 30).eval()
-    tokens = naive.beam_search(reference, [5, 6, 7], beam_size=3, max_steps=6)
-    assert len(tokens) <= 6 and naive.EOS not in tokens
-    greedy = naive.greedy(reference, torch.tensor([[5, 6, 7]]), torch.tensor([3]), steps=6)
-    assert len(greedy) == 1 and len(greedy[0]) <= 6
+    reference = bentrevett.Seq2Seq(cfg, 20, 30).eval()
+    tokens = bentrevett.beam_search(reference, [5, 6, 7], beam_size=3, max_steps=6)
+    assert len(tokens) <= 6 and bentrevett.EOS not in tokens
+    for module in (bentrevett, d2l):
+        reference = module.Seq2Seq(cfg, 20, 30).eval()
+        greedy = module.greedy(reference, torch.tensor([[5, 6, 7]]), torch.tensor([3]), steps=6)
+        assert len(greedy) == 1 and len(greedy[0]) <= 6 and module.EOS not in greedy[0]
+
+
+def test_d2l_greedy_is_attnmt_greedy_without_early_exit():
+    """Same weights, one unpadded sentence: d2l's fixed-length greedy agrees with attnmt's up to EOS."""
+    from attnmt.search import greedy
+
+    torch.manual_seed(3)
+    cfg = tiny_config("joey")
+    model = build_model(cfg, 20, 30).eval()
+    reference = d2l.load_attnmt_weights(d2l.Seq2Seq(cfg, 20, 30), model).eval()
+    src, lengths = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4])
+    ours = greedy(model, src, lengths, max_len_a=0.0, max_len_b=8)[0].tokens
+    theirs = d2l.greedy(reference, src, lengths, steps=8)[0]
+    assert theirs[: len(ours)] == ours
 
 
 def test_bucketed_and_random_batches_time_the_same_sentences():
@@ -106,10 +160,10 @@ def test_bucketed_and_random_batches_time_the_same_sentences():
     options = speed.Options(steps=3, warmup=1, batch_sentences=16, pool_batches=4)
     batches = speed.training_batches(data, options)
     ours_warmup, ours_timed = batches["attnmt"]
-    naive_warmup, naive_timed = batches["naive"]
-    assert len(ours_timed) == 3 and all(len(batch) == 16 for batch in ours_timed + naive_timed)
-    assert sorted(i for b in ours_timed for i in b) == sorted(i for b in naive_timed for i in b)
-    assert sorted(i for b in ours_warmup for i in b) == sorted(i for b in naive_warmup for i in b)
+    reference_warmup, reference_timed = batches["reference"]
+    assert len(ours_timed) == 3 and all(len(batch) == 16 for batch in ours_timed + reference_timed)
+    assert sorted(i for b in ours_timed for i in b) == sorted(i for b in reference_timed for i in b)
+    assert sorted(i for b in ours_warmup for i in b) == sorted(i for b in reference_warmup for i in b)
 
 
 def test_speed_benchmark_smoke(tmp_path, capsys):
@@ -121,8 +175,9 @@ def test_speed_benchmark_smoke(tmp_path, capsys):
         decode_sentences=20,
         decode_batch=8,
         beam_size=2,
-        naive_beam_sentences=3,
+        reference_beam_sentences=3,
         ceiling_size=128,
+        repeats=2,
     )
     configs = {"joey": tiny_config("joey"), "luong-fast": tiny_config("luong-fast")}
     results = speed.run(options, data, configs, torch.device("cpu"), corpus="reverse")
@@ -132,18 +187,23 @@ def test_speed_benchmark_smoke(tmp_path, capsys):
     loaded = json.loads(path.read_text())
     assert {"machine", "ceiling_gflops", "settings", "data", "configs"} <= loaded.keys()
     assert {"cpu", "cores", "torch", "threads", "gpu"} <= loaded["machine"].keys()
-    for config in loaded["configs"].values():
-        training = config["training"]
-        for name in ("attnmt", "naive"):
-            assert training[name]["tokens_per_s"] > 0 and 0 < training[name]["useful_flop_fraction"] < 1
-            assert training[name]["peak_memory_mib"] is not None
-            assert training[name]["executed_per_useful_flop"] >= 0.99
-        assert training["attnmt"]["target_tokens"] == training["naive"]["target_tokens"]
-        for mode in ("greedy", "beam"):
-            assert config["decoding"][mode]["attnmt"]["sentences"] == 20
-            assert config["decoding"][mode]["naive"]["sentences_per_s"] > 0
-    assert "speedup" in capsys.readouterr().out
-    assert "| joey |" in (tmp_path / "tables.md").read_text()
+    expected = {"joey": {"attnmt", "d2l", "bentrevett"}, "luong-fast": {"attnmt", "bentrevett"}}
+    for name, config in loaded["configs"].items():
+        training = config["training"]["implementations"]
+        assert set(training) == expected[name]
+        for measured in training.values():
+            assert measured["tokens_per_s"] > 0 and 0 < measured["useful_flop_fraction"] < 1
+            assert measured["peak_memory_mib"] is not None
+            assert measured["executed_per_useful_flop"] >= 0.99
+            assert measured["repeats"] == 2 and len(measured["spread"]["tokens_per_s"]["values"]) == 2
+            assert measured["spread"]["tokens_per_s"]["median"] == measured["tokens_per_s"]
+            assert measured["target_tokens"] == training["attnmt"]["target_tokens"]
+        assert set(config["training"]["speedup"]) == expected[name] - {"attnmt"}
+        greedy, beam = config["decoding"]["greedy"]["implementations"], config["decoding"]["beam"]["implementations"]
+        assert set(greedy) == expected[name] and set(beam) == expected[name] - {"d2l"}  # d2l has no beam search
+        assert greedy["attnmt"]["sentences"] == 20 and all(m["sentences_per_s"] > 0 for m in greedy.values())
+    assert "speed-up" in capsys.readouterr().out
+    assert "| joey | d2l |" in (tmp_path / "tables.md").read_text()
 
 
 def test_ab_search_loads_the_search_of_a_revision_and_decodes_alike():

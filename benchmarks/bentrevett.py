@@ -1,8 +1,9 @@
-"""The reference: a seq2seq with attention written the textbook way (d2l.ai, bentrevett's tutorials).
+"""A reference written the way bentrevett's pytorch-seq2seq tutorials are (notebook 3, Bahdanau).
 
 It computes the same function as attnmt's model of the same config, with the same parameters
 (`load_attnmt_weights` copies them over), so speed is the only difference worth measuring.
-What makes it the textbook version, each a choice those tutorials make:
+What makes it that tutorial's design, each a choice it makes (several slower than d2l.ai's,
+which is the other reference, `benchmarks.d2l`):
 
 - the encoder runs `nn.GRU` over the padded batch without packing, so it reads the padding
   too (and a bidirectional encoder's backward direction starts on it, as in the tutorials);
@@ -14,10 +15,13 @@ What makes it the textbook version, each a choice those tutorials make:
   score likewise recomputes W_a h_j at every step);
 - the output layers run inside the loop, one step at a time, and the loss is one mean
   cross-entropy per batch;
-- greedy decoding runs a fixed 50 steps for every batch with no early exit; beam search is a
-  per-sentence Python loop over hypotheses (each step batches the sentence's K hypotheses).
+- greedy decoding runs a fixed 50 steps for every batch with no early exit. The tutorial
+  has no beam search; `beam_search` here is one in its style: a per-sentence Python loop
+  over hypotheses (each step batches the sentence's K hypotheses).
 
-Only GRUs and untied embeddings are supported: that covers the benchmark's configs.
+Where the tutorial differs in function from attnmt (a bias in its attention layer, an output
+layer straight from [s_t; c_t; E y_{t-1}] without maxout), this follows attnmt, so both can
+be given the same weights. Only GRUs and untied embeddings are supported.
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ from torch import nn
 
 from attnmt.config import ModelConfig
 from attnmt.vocab import BOS, EOS, PAD
+
+
+def supports(cfg: ModelConfig) -> bool:
+    return cfg.rnn == "gru" and not cfg.tie_embeddings and cfg.attention != "none"
+
 
 GREEDY_STEPS = 50
 MASKED_SCORE = -1e10  # the tutorials' masked_fill value; exp() of it underflows to exactly 0
@@ -40,7 +49,7 @@ def _gru(input_size: int, hidden_size: int, num_layers: int, dropout: float, bid
     )
 
 
-class NaiveEncoder(nn.Module):
+class Encoder(nn.Module):
     """Embedding + GRU over the padded batch: src (B, S) -> outputs (B, S, H_k), final (L, B, H_k)."""
 
     def __init__(
@@ -65,7 +74,7 @@ class NaiveEncoder(nn.Module):
         return outputs, torch.cat(final.unbind(1), dim=-1)  # (L, B, H_k): [forward; backward] per layer
 
 
-class NaiveAdditiveAttention(nn.Module):
+class AdditiveAttention(nn.Module):
     """e_j = v^T tanh(W [s; h_j]) with W = [W_q W_k]: the key half is recomputed at every call."""
 
     def __init__(self, *, query_size: int, key_size: int, attention_size: int):
@@ -82,7 +91,7 @@ class NaiveAdditiveAttention(nn.Module):
         return torch.bmm(weights.unsqueeze(1), keys).squeeze(1)  # (B, H_k)
 
 
-class NaiveDotAttention(nn.Module):
+class DotAttention(nn.Module):
     """e_j = s^T W_a h_j (general; dot maps keys only when sizes differ), W_a h_j recomputed at every call."""
 
     def __init__(self, *, query_size: int, key_size: int, projected: bool, scale: float = 1.0):
@@ -97,7 +106,7 @@ class NaiveDotAttention(nn.Module):
         return torch.bmm(weights.unsqueeze(1), keys).squeeze(1)  # (B, H_k)
 
 
-class NaiveDecoder(nn.Module):
+class Decoder(nn.Module):
     """Bahdanau (attend with s_{t-1}, then update) or Luong (update, then attend) decoding, one step per call.
 
     The state is (hidden (L, B, H), feed (B, H) or None): Luong's input feeding carries h~_{t-1}.
@@ -113,11 +122,11 @@ class NaiveDecoder(nn.Module):
         self.layers, self.hidden_size = cfg.decoder_layers, hidden
         if cfg.attention == "additive":
             attention_size = cfg.attention_size or hidden
-            self.attention = NaiveAdditiveAttention(query_size=hidden, key_size=key_size, attention_size=attention_size)
+            self.attention = AdditiveAttention(query_size=hidden, key_size=key_size, attention_size=attention_size)
         elif cfg.attention in ("dot", "scaled_dot", "general"):
             projected = cfg.attention == "general" or key_size != hidden
             scale = hidden**-0.5 if cfg.attention == "scaled_dot" else 1.0
-            self.attention = NaiveDotAttention(query_size=hidden, key_size=key_size, projected=projected, scale=scale)
+            self.attention = DotAttention(query_size=hidden, key_size=key_size, projected=projected, scale=scale)
         else:
             raise ValueError(f"the reference has no {cfg.attention!r} attention")
         if self.luong:
@@ -161,12 +170,12 @@ class NaiveDecoder(nn.Module):
         return self.output(self.dropout(maxout)), (hidden, None)
 
 
-class NaiveSeq2Seq(nn.Module):
+class Seq2Seq(nn.Module):
     def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
         super().__init__()
         if cfg.rnn != "gru" or cfg.tie_embeddings:
             raise ValueError("the reference supports GRUs with untied embeddings only")
-        self.encoder = NaiveEncoder(
+        self.encoder = Encoder(
             vocab_size=src_vocab_size,
             embedding_size=cfg.embedding_size,
             hidden_size=cfg.encoder_hidden,
@@ -175,7 +184,7 @@ class NaiveSeq2Seq(nn.Module):
             dropout=cfg.dropout,
         )
         key_size = cfg.encoder_hidden * (2 if cfg.bidirectional else 1)
-        self.decoder = NaiveDecoder(cfg, tgt_vocab_size, key_size)
+        self.decoder = Decoder(cfg, tgt_vocab_size, key_size)
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
         memory, final = self.encoder(src)
@@ -192,14 +201,14 @@ class NaiveSeq2Seq(nn.Module):
         return torch.stack(outputs, dim=1)
 
 
-def loss(model: NaiveSeq2Seq, src, src_lengths, tgt_in, tgt_out) -> torch.Tensor:
+def loss(model: Seq2Seq, src, src_lengths, tgt_in, tgt_out) -> torch.Tensor:
     """Mean cross-entropy over the batch's non-pad target tokens."""
     logits = model(src, src_lengths, tgt_in)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=PAD)
 
 
-def load_attnmt_weights(naive: NaiveSeq2Seq, model: nn.Module) -> NaiveSeq2Seq:
-    """Copy an attnmt Seq2Seq's parameters into `naive` (built from the same config); returns `naive`."""
+def load_attnmt_weights(reference: Seq2Seq, model: nn.Module) -> Seq2Seq:
+    """Copy an attnmt Seq2Seq's parameters into `reference` (built from the same config); returns `reference`."""
     state = {}
     for name, value in model.state_dict().items():
         name = name.replace("decoder.bridge.projection.", "decoder.bridge.")
@@ -209,8 +218,8 @@ def load_attnmt_weights(naive: NaiveSeq2Seq, model: nn.Module) -> NaiveSeq2Seq:
         query_weight = state.pop(prefix + "query_projection.weight")
         state[prefix + "attn.weight"] = torch.cat([query_weight, state.pop(prefix + "key_projection.weight")], dim=1)
         state[prefix + "v.weight"] = state.pop(prefix + "score_vector.weight")
-    naive.load_state_dict(state, strict=True)
-    return naive
+    reference.load_state_dict(state, strict=True)
+    return reference
 
 
 def _first_eos(tokens: list[int]) -> list[int]:
@@ -218,7 +227,7 @@ def _first_eos(tokens: list[int]) -> list[int]:
 
 
 @torch.no_grad()
-def greedy(model: NaiveSeq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, steps: int = GREEDY_STEPS):
+def greedy(model: Seq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, steps: int = GREEDY_STEPS):
     """Batched greedy decoding for a fixed number of steps, no early exit -> token lists cut at EOS."""
     memory, mask, state = model.encode(src, src_lengths)
     prev = torch.full((src.shape[0],), BOS, dtype=torch.long, device=src.device)
@@ -237,7 +246,7 @@ def _select(state, rows: torch.Tensor):
 
 @torch.no_grad()
 def beam_search(
-    model: NaiveSeq2Seq,
+    model: Seq2Seq,
     src_ids: list[int],
     *,
     beam_size: int = 5,
