@@ -3,8 +3,8 @@
 Layout inside a run directory:
 
     config.yaml  src.vocab.json  tgt.vocab.json  [src.spm.model  tgt.spm.model]
-    checkpoints/step-000500/{model.safetensors, trainer.pt, meta.json}
-    checkpoints/index.json   {"last": "step-000500", "best": "step-000500", ...}
+    checkpoints/step-0000500/{model.safetensors, trainer.pt, meta.json}
+    checkpoints/index.json   {"last": "step-0000500", "best": "step-0000500", ...}
 
 Each checkpoint is written into a temporary folder and renamed into place, then the index
 is replaced atomically: a kill at any moment leaves the previous checkpoint and index intact.

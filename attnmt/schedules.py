@@ -2,7 +2,8 @@
 
 Pure functions make resuming trivial (the step is all the state they need) and make the
 curves easy to test and plot. Reduce-on-plateau is the exception: it reacts to validation
-scores, so the trainer uses torch's ReduceLROnPlateau and saves its state.
+scores, so the trainer keeps one float, the plateau scale, in its saved progress and multiplies
+the scheduled rate by it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`attnmt translate`, `attnmt evaluate` and `attnmt plot` through the real entry point,
-`attnmt.cli.main([...])`, on the tiny reverse run of test_translate (trained once a session).
+`attnmt.cli.main([...])`, on the tiny reverse run of test_translate (trained once a pytest session).
 
 Bad input must end in exit code 2 and one `attnmt: error: ...` line, never a traceback.
 """

@@ -16,7 +16,7 @@ import pytest
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "attention_seq2seq.ipynb"
 SHARED_DATA = Path(os.environ.get("ATTNMT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
-# (section title, its questions), in the order of issue 7.
+# (section title, its questions), in the order of the notebook's outline.
 SECTIONS = [
     ("Understanding attention in seq2seq models", []),
     ("Setting up", [1, 2, 3, 4]),
@@ -33,8 +33,8 @@ SECTIONS = [
 ]
 SECTION_HEADING = re.compile(r"^## (\d+)\. (.+)$")
 QUESTION_HEADING = re.compile(r"^### Q(\d+)\. \S")
-# How long executing may take before the test fails: twice the budget of issue 7 (6 minutes on
-# 2 cores), so a slower CI machine passes but a notebook that grew far too slow does not.
+# How long executing may take before the test fails: twice the notebook's time budget (6 minutes
+# on 2 cores), so a slower CI machine passes but a notebook that grew far too slow does not.
 TIME_LIMIT_S = 12 * 60
 
 

@@ -46,7 +46,7 @@ TINY_RUN = [
 
 def tiny_run(base: Path) -> Path:
     """Train the reverse task for 300 steps (~10 s on one core) into `base`, unless a test
-    module of this session already did (both translate test modules share it)."""
+    module of this pytest session already did (both translate test modules share it)."""
     from attnmt.train import fit
 
     run_dir = base / "reverse-run"
