@@ -1,0 +1,138 @@
+"""attnmt, OpenNMT-py and JoeyNMT on the same data, shapes, batches and threads, side by side.
+
+    python -m benchmarks.peers speed   [--systems attnmt,opennmt-py,joeynmt] [--repeats 3]
+                                       [--steps 100] [--warmup 10] [--decode-updates 1000]
+    python -m benchmarks.peers quality [--systems ...] [--minutes 50] [--save-every 250]
+    common: [--work DIR] [--data-dir DIR] [--threads 2] [--json OUT]
+    python -m benchmarks.peers markdown RESULTS.json   # the tables README and docs quote
+
+Each peer is installed once, pinned, into its own virtual environment under the work folder
+(default: the attnmt cache's `peers/`); that needs the network the first time. A system that
+cannot be installed or run is reported in one line and left out; the others are still
+measured and the exit code is 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import torch
+from rich.console import Console
+
+from attnmt.download import cache_root
+from attnmt.utils import UserError, atomic_path
+from benchmarks.measure import describe_machine
+from benchmarks.peers.data import prepare_data
+from benchmarks.peers.harness import Harness
+from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
+from benchmarks.peers.report import print_quality, print_speed, quality_rows, speed_rows
+from benchmarks.peers.system import PeerSystem, Setup
+from benchmarks.report import markdown_table
+
+# name -> (module, class): imported when chosen, so a broken adapter only affects itself.
+SYSTEMS = {
+    "attnmt": ("benchmarks.peers.attnmt_peer", "Attnmt"),
+    "opennmt-py": ("benchmarks.peers.opennmt", "OpenNMT"),
+    "joeynmt": ("benchmarks.peers.joeynmt", "JoeyNMT"),
+}
+DEFAULT_JSON = {
+    "speed": Path("benchmarks/results/peers-speed.json"),
+    "quality": Path("docs/results/peers-quality.json"),
+}
+
+
+def system_names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SYSTEMS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown system {', '.join(unknown) or '(none)'}; valid names: {', '.join(SYSTEMS)}"
+        )
+    return names
+
+
+def build_system(name: str, data_dir: str | None) -> PeerSystem:
+    module, cls = SYSTEMS[name]
+    system_class = getattr(importlib.import_module(module), cls)
+    return system_class(data_dir) if name == "attnmt" else system_class()
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__.split("\n\n")[0])
+    modes = parser.add_subparsers(dest="mode", required=True)
+    speed_parser = modes.add_parser("speed", help="training and decoding speed, alternating systems")
+    speed_parser.add_argument("--repeats", type=int, default=SpeedOptions.repeats)
+    speed_parser.add_argument("--warmup", type=int, default=SpeedOptions.warmup, help="untimed first updates")
+    speed_parser.add_argument("--steps", type=int, default=SpeedOptions.steps, help="timed updates per repeat")
+    speed_parser.add_argument(
+        "--decode-updates", type=int, default=SpeedOptions.decode_updates, help="updates of the decoding models"
+    )
+    quality_parser = modes.add_parser("quality", help="test BLEU after the same wall-clock budget")
+    quality_parser.add_argument("--minutes", type=float, default=QualityOptions.minutes)
+    quality_parser.add_argument("--save-every", type=int, default=QualityOptions.save_every)
+    markdown_parser = modes.add_parser("markdown", help="print a results file's tables as Markdown")
+    markdown_parser.add_argument("results", type=Path)
+    for sub in (speed_parser, quality_parser):
+        sub.add_argument("--systems", type=system_names, default=list(SYSTEMS), help=f"of {', '.join(SYSTEMS)}")
+        sub.add_argument("--work", type=Path, default=None, help="work folder (default: the cache's peers/)")
+        sub.add_argument("--data-dir", default=None, help="Multi30k folder (default: $ATTNMT_DATA, then the cache)")
+        sub.add_argument("--threads", type=int, default=Setup.threads, help="threads of every system")
+        sub.add_argument("--json", type=Path, default=None, help="results file")
+    return parser.parse_args(argv)
+
+
+def print_markdown(path: Path) -> int:
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+        header, rows = speed_rows(results) if results["mode"] == "speed" else quality_rows(results)
+    except (OSError, ValueError, KeyError) as error:
+        print(f"benchmarks.peers: error: {path}: not a results file of this benchmark ({error})", file=sys.stderr)
+        return 2
+    print("\n".join(markdown_table(header, rows)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.mode == "markdown":
+        return print_markdown(args.results)
+    console = Console(stderr=True)
+    work = (args.work or cache_root() / "peers").resolve()
+    try:
+        data = prepare_data(work / "data", data_dir=args.data_dir)
+    except UserError as error:
+        print(f"benchmarks.peers: error: {error}", file=sys.stderr)
+        return 2
+    setup = Setup(data_dir=data, threads=args.threads)
+    systems = [build_system(name, args.data_dir) for name in args.systems]
+    harness = Harness(setup, systems, work, say=console.log)
+    harness.install()
+    results = {
+        "mode": args.mode,
+        "command": " ".join(["python -m benchmarks.peers", *(argv if argv is not None else sys.argv[1:])]),
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {**describe_machine(torch.device("cpu")), "threads": setup.threads},
+        "setup": {**setup.describe(), "data_dir": "multi30k en-de, lowercased word tokens (benchmarks/peers/data.py)"},
+    }
+    if args.mode == "speed":
+        results.update(speed(harness, SpeedOptions(args.repeats, args.warmup, args.steps, args.decode_updates)))
+    else:
+        results.update(quality(harness, QualityOptions(args.minutes, args.save_every)))
+    results["errors"] = errors = harness.errors
+    path = args.json or DEFAULT_JSON[args.mode]
+    with atomic_path(path) as temporary:
+        temporary.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    (print_speed if args.mode == "speed" else print_quality)(results, Console(width=200))
+    console.log(f"results written to {path}")
+    for line in errors.values():
+        print(f"benchmarks.peers: error: {line}", file=sys.stderr)
+    return 2 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""attnmt as one of the systems of the peer benchmark: the same Setup, through the same probe contract.
+
+attnmt runs in the environment the benchmark itself runs in (nothing to install). It reads
+Multi30k through its own word tokenizer, lowercased, which is what wrote the shared token
+files, so its tokens and vocabularies are those of the peers. Validation runs at each
+checkpoint (loss only: the harness scores checkpoints itself), which attnmt needs to save;
+it is a cost the peers, whose validation is switched off, do not pay.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+import attnmt
+from benchmarks.peers.system import PROBES, Command, PeerSystem, Setup
+
+
+def _version() -> str:
+    """The package version, with the git commit when run from a checkout (the code being measured)."""
+    done = subprocess.run(
+        ["git", "describe", "--always", "--dirty", "--abbrev=7"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent,
+    )
+    return f"{attnmt.__version__}+{done.stdout.strip()}" if done.returncode == 0 else attnmt.__version__
+
+
+class Attnmt(PeerSystem):
+    name = "attnmt"
+    architecture_notes = (
+        "Bahdanau decoder as in the paper: attends with s_{t-1}, GRU input [E y_{t-1}; c_t], maxout deep "
+        "output [s_t; c_t; E y_{t-1}] -> 2x256 -> 256 -> vocabulary (no input feeding: Bahdanau's decoder "
+        "has none); tanh bridge from the encoder's final states"
+    )
+
+    def __init__(self, data_dir: str | None = None):
+        self.data_dir = data_dir  # the raw corpus folder, when not $ATTNMT_DATA or the cache
+        self.version = _version()
+
+    def install(self, env_dir: Path) -> Path:
+        return Path(sys.executable)
+
+    def config(self, setup: Setup, work: Path, *, steps: int | None, max_minutes: float | None, save_every: int):
+        return {
+            "data": {
+                "corpus": "multi30k",
+                "src_lang": setup.src_lang,
+                "tgt_lang": setup.tgt_lang,
+                "data_dir": self.data_dir,
+                "valid_split": "val",
+                "test_split": "test_2016_flickr",
+                "tokenizer": "word",
+                "lowercase": True,
+                "min_freq": setup.min_freq,
+                "batch_tokens": 1_000_000,  # batches are cut by sentence count alone
+                "max_batch_sentences": setup.batch_sentences,
+            },
+            "model": {
+                "rnn": "gru",
+                "embedding_size": setup.embedding_size,
+                "encoder_hidden": setup.encoder_hidden,
+                "bidirectional": True,
+                "decoder_hidden": setup.decoder_hidden,
+                "attention": "additive",
+                "decoder": "bahdanau",
+                "dropout": setup.dropout,
+            },
+            "train": {
+                "run_dir": str(work / "run"),
+                "seed": setup.seed,
+                "device": "cpu",
+                "threads": setup.threads,
+                "lr": setup.lr,
+                "lr_schedule": "constant",
+                "max_steps": steps,
+                "max_epochs": None,
+                "max_minutes": max_minutes,
+                "clip_grad_norm": setup.clip_grad_norm,
+                "label_smoothing": setup.label_smoothing,
+                "valid_every": save_every,
+                "valid_bleu_sentences": 0,
+                "early_stopping_metric": "loss",
+                "keep_checkpoints": 100_000,
+            },
+            "decode": {"batch_size": setup.decode_batch_sentences, "beam_size": setup.beam_size},
+        }
+
+    def prepare(self, setup: Setup, work: Path, python: Path) -> None:
+        work.mkdir(parents=True, exist_ok=True)
+
+    def train_command(
+        self,
+        setup: Setup,
+        work: Path,
+        python: Path,
+        *,
+        steps: int | None,
+        max_minutes: float | None,
+        save_every: int,
+        events: Path,
+    ) -> Command:
+        config = self.config(setup, work, steps=steps, max_minutes=max_minutes, save_every=save_every)
+        path = work / "config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        argv = [str(python), str(PROBES / "attnmt_probe.py"), "train", "--config", str(path), "--events", str(events)]
+        if max_minutes is not None:
+            argv += ["--max-minutes", str(max_minutes)]
+        return Command(argv, work)
+
+    def checkpoints(self, work: Path) -> dict[int, Path]:
+        folder = work / "run" / "checkpoints"
+        return {int(path.name.split("-")[1]): path for path in folder.glob("step-*") if path.is_dir()}
+
+    def translate_command(
+        self,
+        setup: Setup,
+        work: Path,
+        python: Path,
+        *,
+        checkpoint: Path,
+        source: Path,
+        output: Path,
+        beam_size: int,
+        result: Path,
+    ) -> Command:
+        argv = [str(python), str(PROBES / "attnmt_probe.py"), "translate", "--checkpoint", str(checkpoint)]
+        argv += ["--source", str(source), "--output", str(output), "--result", str(result)]
+        argv += ["--beam", str(beam_size), "--batch", str(setup.decode_batch_sentences)]
+        argv += ["--max-length", str(setup.max_output_length), "--threads", str(setup.threads)]
+        return Command(argv, work)

@@ -1,0 +1,167 @@
+"""Runs the systems of the peer benchmark and measures them the same way.
+
+Every command runs as a child process; its peak resident memory comes from `os.wait4`, its
+per-step times and target tokens from the probe's events, its decoding time from the probe's
+result (model loading excluded). Work lives under one folder (`work`): the shared data, one
+virtual environment per peer, and one folder per (mode, system, repeat).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU
+
+from benchmarks.peers.system import Command, PeerError, PeerSystem, Setup
+
+LOG_TAIL = 5  # lines of a failed command's log quoted in its error
+
+
+@dataclass
+class Finished:
+    """A command that ran to its end: seconds of wall time, peak RSS in MiB, its log file."""
+
+    seconds: float
+    peak_rss_mib: float
+    log: Path
+
+
+def run_command(system: str, what: str, command: Command, log: Path) -> Finished:
+    """Run `command`, its output into `log`; a failure is a PeerError quoting the log's end."""
+    env = {**os.environ, **command.env}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w", encoding="utf-8") as out:
+        started = time.perf_counter()
+        process = subprocess.Popen(command.argv, cwd=command.cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        process.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - started
+    if process.returncode != 0:
+        lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+        last = lines[-1].strip() if lines else "(no output)"
+        raise PeerError(f"{system}: {what} failed (exit {process.returncode}; log {log}): {last}")
+    return Finished(seconds, usage.ru_maxrss / 1024, log)
+
+
+@dataclass
+class Events:
+    """What a training probe recorded: when it started, the parameter count, one dict per step."""
+
+    started: float
+    parameters: int | None
+    steps: list[dict]
+
+    def minutes_at(self, step: int) -> float:
+        """Minutes from the probe's start (data, vocabularies and model building included) to the end of `step`."""
+        return (self.steps[step - 1]["time"] - self.started) / 60
+
+
+def read_events(path: Path) -> Events:
+    events = Events(0.0, None, [])
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "started" in record:
+            events.started = record["started"]
+        elif "parameters" in record:
+            events.parameters = record["parameters"]
+        else:
+            events.steps.append(record)
+    return events
+
+
+def training_speed(steps: list[dict], warmup: int) -> dict:
+    """Target tokens/s over the steps after `warmup` (>= 1): the tokens of steps warmup+1..N over
+    the time from the end of step `warmup` to the end of step N, data loading between steps included."""
+    if warmup < 1 or len(steps) <= warmup:
+        raise PeerError(f"{len(steps)} optimizer steps recorded; need more than the {warmup} warm-up steps (>= 1)")
+    timed = steps[warmup:]
+    seconds = timed[-1]["time"] - steps[warmup - 1]["time"]
+    tokens = sum(step["target_tokens"] for step in timed)
+    return {"steps": len(timed), "target_tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+
+
+def bleu(hypotheses: Path, reference: Path) -> float:
+    """Tokenized, lowercased BLEU on the shared word tokens (the metric of the papers)."""
+    metric = BLEU(tokenize="none", lowercase=True, force=True)
+    hyps = hypotheses.read_text(encoding="utf-8").splitlines()
+    refs = reference.read_text(encoding="utf-8").splitlines()
+    if len(hyps) != len(refs):
+        raise PeerError(f"{hypotheses}: {len(hyps)} lines for {len(refs)} references")
+    return metric.corpus_score(hyps, [refs]).score
+
+
+class Harness:
+    """The systems, the shared Setup and the work folder, with the two things done to a system."""
+
+    def __init__(self, setup: Setup, systems: list[PeerSystem], work: Path, say=print):
+        self.setup, self.systems, self.work, self.say = setup, systems, work, say
+        self.pythons: dict[str, Path] = {}
+        self.errors: dict[str, str] = {}  # system -> the one line saying why it was left out
+
+    def drop(self, system: PeerSystem, error: PeerError) -> None:
+        """Leave out a system that failed; the others go on."""
+        self.say(f"[red]{error}[/red]")
+        self.errors[system.name] = str(error)
+        self.systems.remove(system)
+
+    def install(self) -> None:
+        """Install every system (once: later calls find the marker); those that fail are dropped."""
+        for system in list(self.systems):
+            self.say(f"{system.name} {system.version}: installing (once)")
+            try:
+                self.pythons[system.name] = system.install(self.work / "envs" / f"{system.name}-{system.version}")
+            except PeerError as error:
+                self.drop(system, error)
+
+    def train(
+        self, system: PeerSystem, folder: Path, *, steps: int | None, max_minutes: float | None, save_every: int
+    ) -> tuple[Finished, Events]:
+        """Train `system` from scratch in `folder` (emptied first)."""
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        python = self.pythons[system.name]
+        system.prepare(self.setup, folder, python)
+        events = folder / "events.jsonl"
+        command = system.train_command(
+            self.setup, folder, python, steps=steps, max_minutes=max_minutes, save_every=save_every, events=events
+        )
+        finished = run_command(system.name, "training", command, folder / "train.log")
+        return finished, read_events(events)
+
+    def translate(self, system: PeerSystem, folder: Path, checkpoint: Path, split: str, beam_size: int) -> dict:
+        """Translate `split`'s source with `checkpoint`: timing, tokens and BLEU."""
+        name = f"{split}-beam{beam_size}"
+        folder.mkdir(parents=True, exist_ok=True)
+        output, result = folder / f"{name}.txt", folder / f"{name}.json"
+        python = self.pythons[system.name]
+        command = system.translate_command(
+            self.setup,
+            folder,
+            python,
+            checkpoint=checkpoint,
+            source=self.setup.file(split, self.setup.src_lang),
+            output=output,
+            beam_size=beam_size,
+            result=result,
+        )
+        finished = run_command(system.name, f"translating {split} (beam {beam_size})", command, folder / f"{name}.log")
+        timing = json.loads(result.read_text(encoding="utf-8"))
+        return {
+            **timing,
+            "sentences_per_s": timing["sentences"] / timing["seconds"],
+            "tokens_per_s": timing["generated_tokens"] / timing["seconds"],
+            "bleu_tok_lc": bleu(output, self.setup.file(split, self.setup.tgt_lang)),
+            "peak_rss_mib": finished.peak_rss_mib,
+        }

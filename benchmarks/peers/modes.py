@@ -1,0 +1,180 @@
+"""The benchmark's two measurements, each over every installed system.
+
+speed:   training throughput (alternating systems, `repeats` fresh runs each) and decoding
+         speed of a model of each system trained for the same number of updates.
+quality: each system trained for the same wall-clock budget, one at a time; validation BLEU
+         of every checkpoint against the minutes it took, and test BLEU of the best one.
+         A system whose result is already in the work folder is not trained again, so an
+         interrupted run resumes with the next system (an interrupted system starts over:
+         a budget of wall-clock time cannot be split across processes fairly).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnmt.utils import atomic_path
+from benchmarks.measure import rotated, spread
+from benchmarks.peers.harness import Harness, training_speed
+from benchmarks.peers.system import PeerError, PeerSystem
+
+NEVER = 10**9  # a save interval no run reaches: speed runs save only at their end
+
+
+@dataclass(frozen=True)
+class SpeedOptions:
+    repeats: int = 3
+    warmup: int = 10
+    steps: int = 100
+    decode_updates: int = 1000
+
+
+@dataclass(frozen=True)
+class QualityOptions:
+    minutes: float = 50.0
+    save_every: int = 250
+
+
+def speed(harness: Harness, options: SpeedOptions) -> dict:
+    results: dict[str, dict] = {system.name: _system_header(system) for system in harness.systems}
+    # The decoding models first: their training is counted in updates, not timed, and is kept
+    # for later invocations; everything timed then runs back to back.
+    checkpoints = {}
+    for system in list(harness.systems):
+        try:
+            checkpoints[system.name] = _decoding_model(harness, system, options.decode_updates)
+        except PeerError as error:
+            harness.drop(system, error)
+    for turn in range(options.repeats):
+        for system in rotated(harness.systems, turn):
+            harness.say(f"{system.name}: training speed, repeat {turn + 1} of {options.repeats}")
+            try:
+                results[system.name]["training_repeats"].append(_time_training(harness, system, options))
+            except PeerError as error:
+                harness.drop(system, error)
+    beams = sorted({1, harness.setup.beam_size})
+    for turn in range(options.repeats):
+        for system in rotated(harness.systems, turn):
+            folder = harness.work / "speed" / system.name / "decode"
+            for beam in beams:
+                harness.say(
+                    f"{system.name}: decoding test2016 with beam {beam}, repeat {turn + 1} of {options.repeats}"
+                )
+                try:
+                    measured = harness.translate(system, folder, checkpoints[system.name], "test2016", beam)
+                except PeerError as error:
+                    harness.drop(system, error)
+                    break
+                results[system.name]["decoding_repeats"].setdefault(f"beam{beam}", []).append(measured)
+    finished = {name: _summarised(result) for name, result in results.items() if name not in harness.errors}
+    return {"options": options.__dict__, "systems": finished}
+
+
+def _time_training(harness: Harness, system: PeerSystem, options: SpeedOptions) -> dict:
+    """One fresh run of warm-up + timed updates; its tokens/s, parameters and peak memory."""
+    folder = harness.work / "speed" / system.name / "train"
+    finished, events = harness.train(
+        system, folder, steps=options.warmup + options.steps, max_minutes=None, save_every=NEVER
+    )
+    measured = training_speed(events.steps, options.warmup)
+    shutil.rmtree(folder)  # its checkpoint is of no further use
+    return {**measured, "parameters": events.parameters, "peak_rss_mib": finished.peak_rss_mib}
+
+
+def _system_header(system: PeerSystem) -> dict:
+    return {
+        "version": system.version,
+        "architecture_notes": system.architecture_notes,
+        "parameters": None,
+        "training_repeats": [],
+        "decoding_repeats": {},
+    }
+
+
+def _decoding_model(harness: Harness, system: PeerSystem, updates: int) -> Path:
+    """A model of `system` trained for `updates` updates, trained once and kept in the work folder."""
+    folder = harness.work / "speed" / system.name / f"model-{updates}"
+    done = folder / "trained.json"
+    if not done.exists():
+        harness.say(f"{system.name}: training the decoding model ({updates} updates, once)")
+        finished, events = harness.train(system, folder, steps=updates, max_minutes=None, save_every=updates)
+        record = {"updates": len(events.steps), "minutes": finished.seconds / 60}
+        with atomic_path(done) as temporary:
+            temporary.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    checkpoints = system.checkpoints(folder)
+    return checkpoints[max(checkpoints)]
+
+
+def _summarised(result: dict) -> dict:
+    """Medians and ranges next to the per-repeat values."""
+    repeats = result["training_repeats"]
+    result["parameters"] = repeats[0]["parameters"]
+    result["training"] = {
+        "tokens_per_s": spread([r["tokens_per_s"] for r in repeats]),
+        "peak_rss_mib": spread([r["peak_rss_mib"] for r in repeats]),
+    }
+    result["decoding"] = {
+        beam: {
+            "sentences_per_s": spread([r["sentences_per_s"] for r in runs]),
+            "tokens_per_s": spread([r["tokens_per_s"] for r in runs]),
+            "bleu_tok_lc": runs[0]["bleu_tok_lc"],
+            "generated_tokens": runs[0]["generated_tokens"],
+        }
+        for beam, runs in result["decoding_repeats"].items()
+    }
+    return result
+
+
+def quality(harness: Harness, options: QualityOptions) -> dict:
+    results = {}
+    for system in list(harness.systems):
+        folder = harness.work / "quality" / system.name
+        done = folder / "result.json"
+        if done.exists():
+            harness.say(f"{system.name}: already trained for the budget; reusing {done}")
+        else:
+            try:
+                _train_for_budget(harness, system, folder, options)
+            except PeerError as error:
+                harness.drop(system, error)
+                continue
+        results[system.name] = json.loads(done.read_text(encoding="utf-8"))
+    return {"options": options.__dict__, "systems": results}
+
+
+def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, options: QualityOptions) -> None:
+    harness.say(f"{system.name}: training for {options.minutes:g} minutes")
+    finished, events = harness.train(
+        system, folder, steps=None, max_minutes=options.minutes, save_every=options.save_every
+    )
+    scoring = folder / "scoring"
+    curve = []
+    for step, checkpoint in sorted(system.checkpoints(folder).items()):
+        harness.say(f"{system.name}: validation BLEU of step {step}")
+        scored = harness.translate(system, scoring / f"step-{step}", checkpoint, "valid", 1)
+        curve.append({"step": step, "minutes": events.minutes_at(step), "valid_bleu_tok_lc": scored["bleu_tok_lc"]})
+    best = max(curve, key=lambda point: point["valid_bleu_tok_lc"])
+    checkpoint = system.checkpoints(folder)[best["step"]]
+    test = {}
+    for beam in sorted({1, harness.setup.beam_size}):
+        harness.say(f"{system.name}: test2016 with the best checkpoint (step {best['step']}), beam {beam}")
+        scored = harness.translate(system, scoring / "test", checkpoint, "test2016", beam)
+        test[f"beam{beam}"] = {"bleu_tok_lc": scored["bleu_tok_lc"], "sentences_per_s": scored["sentences_per_s"]}
+    result = {
+        **_system_header(system),
+        "parameters": events.parameters,
+        "updates": len(events.steps),
+        "training_minutes": finished.seconds / 60,
+        "peak_rss_mib": finished.peak_rss_mib,
+        "target_tokens": sum(step["target_tokens"] for step in events.steps),
+        "curve": curve,
+        "best": best,
+        "test2016": test,
+    }
+    for key in ("training_repeats", "decoding_repeats"):
+        result.pop(key)
+    with atomic_path(folder / "result.json") as temporary:
+        temporary.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

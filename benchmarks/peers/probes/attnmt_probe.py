@@ -1,0 +1,88 @@
+"""attnmt under the peer benchmark's probe: train or translate in-process, recording as every system does.
+
+    python attnmt_probe.py train --config CONFIG.yaml --events EVENTS.jsonl [--max-minutes M]
+    python attnmt_probe.py translate --checkpoint DIR --source FILE --output FILE --beam K
+                                     --batch B --max-length N --result RESULT.json
+
+The source file holds word tokens already (the benchmark's shared data): they are looked up
+in the run's vocabulary as they are, not tokenized again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _probe import record_training, set_threads, write_translation_result
+
+from attnmt.config import load_config
+from attnmt.search import decode_all
+from attnmt.train import Trainer, fit
+from attnmt.translate import Translator
+
+
+def train(args: argparse.Namespace) -> None:
+    config = load_config(args.config)
+    set_threads(config.train.threads)
+    recorder = record_training(args.events, args.max_minutes)
+    step = Trainer.train_step
+
+    def counted_step(trainer: Trainer, indices: list[int]):
+        # The batch's target tokens plus one EOS each: what the loss is averaged over.
+        recorder.add_tokens(sum(len(trainer.bundle.train.tgt_ids[i]) + 1 for i in indices))
+        return step(trainer, indices)
+
+    Trainer.train_step = counted_step
+    # attnmt's own max_minutes ends training at the budget with a checkpoint of the last step.
+    fit(config, log=lambda message: print(message, file=sys.stderr))
+
+
+def translate(args: argparse.Namespace) -> None:
+    set_threads(args.threads)
+    translator = Translator.from_checkpoint(args.checkpoint, device="cpu")
+    vocab = translator.codec.src_vocab
+    sources = [vocab.encode(line.split()) for line in args.source.read_text(encoding="utf-8").splitlines()]
+    decode = translator.config.decode
+    started = time.perf_counter()
+    hypotheses = decode_all(
+        translator.model,
+        sources,
+        batch_size=args.batch,
+        beam_size=args.beam,
+        alpha=decode.length_penalty,
+        max_len_a=0.0,  # the same fixed limit as the peers
+        max_len_b=args.max_length,
+    )
+    seconds = time.perf_counter() - started
+    target = translator.codec.tgt_vocab
+    lines = [" ".join(target.decode(best[0].tokens)) + "\n" for best in hypotheses]
+    args.output.write_text("".join(lines), encoding="utf-8")
+    write_translation_result(args.result, seconds, args.output)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="attnmt_probe.py")
+    modes = parser.add_subparsers(dest="mode", required=True)
+    training = modes.add_parser("train")
+    training.add_argument("--config", type=Path, required=True)
+    training.add_argument("--events", type=Path, required=True)
+    training.add_argument("--max-minutes", type=float, default=None)
+    translating = modes.add_parser("translate")
+    translating.add_argument("--checkpoint", type=Path, required=True)
+    translating.add_argument("--source", type=Path, required=True)
+    translating.add_argument("--output", type=Path, required=True)
+    translating.add_argument("--result", type=Path, required=True)
+    translating.add_argument("--beam", type=int, default=1)
+    translating.add_argument("--batch", type=int, default=64)
+    translating.add_argument("--max-length", type=int, default=100)
+    translating.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    train(args) if args.mode == "train" else translate(args)
+
+
+if __name__ == "__main__":
+    main()
