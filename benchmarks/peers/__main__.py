@@ -1,7 +1,7 @@
 """attnmt, OpenNMT-py and JoeyNMT on the same data, shapes, batches and threads, side by side.
 
-    python -m benchmarks.peers speed   [--systems attnmt,opennmt-py,joeynmt] [--repeats 3]
-                                       [--steps 100] [--warmup 10] [--decode-updates 1000]
+    python -m benchmarks.peers speed   [--systems attnmt,opennmt-py,joeynmt] [--repeats 5]
+                                       [--steps 60] [--warmup 10] [--decode-updates 1000]
     python -m benchmarks.peers quality [--systems ...] [--minutes 50] [--save-every 250]
     common: [--work DIR] [--data-dir DIR] [--threads 2] [--json OUT]
     python -m benchmarks.peers markdown RESULTS.json   # the tables README and docs quote

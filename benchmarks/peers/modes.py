@@ -26,9 +26,9 @@ NEVER = 10**9  # a save interval no run reaches: speed runs save only at their e
 
 @dataclass(frozen=True)
 class SpeedOptions:
-    repeats: int = 3
+    repeats: int = 5
     warmup: int = 10
-    steps: int = 100
+    steps: int = 60
     decode_updates: int = 1000
 
 
