@@ -1,6 +1,7 @@
 """A/B of a change to the search: this checkout's `attnmt.search` against the one at a git revision.
 
     python -m benchmarks.ab_search --checkpoint RUN_DIR --against REV [--repeats 5] [--sentences 1000]
+                                   [--json OUT]
 
 Both versions decode the same test sources with the same trained model (its best checkpoint,
 its own tokenizers), greedy and beam 5, in alternation (A B A B ...), so that the VM's drift
@@ -28,7 +29,7 @@ from attnmt import search
 from attnmt.translate import split_examples
 from attnmt.utils import UserError
 from benchmarks.decoding import load_trained
-from benchmarks.measure import describe_machine
+from benchmarks.measure import describe_machine, write_results
 
 
 def search_at(revision: str) -> ModuleType:
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sentences", type=int, default=1000, help="test sources decoded per measurement")
     parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     args = parser.parse_args(argv)
     try:
         checkpoint, config, codec, model = load_trained(args.checkpoint)
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu = f"{machine['cpu']}, {machine['cores']} cores"
     print(f"machine: {cpu}; torch {machine['torch']}, {machine['threads']} threads")
     print(f"model: {checkpoint}; {len(sources):,} test sources, batches of 64; {args.repeats} alternating repeats")
+    results = {"machine": machine, "model": str(checkpoint), "sentences": len(sources), "modes": {}}
     with torch.inference_mode():
         for mode, beam_size in (("greedy", 1), (f"beam {args.beam}", args.beam)):
             seconds: dict[str, list[float]] = {name: [] for name in versions}
@@ -89,10 +92,13 @@ def main(argv: list[str] | None = None) -> int:
                     seconds[name].append(elapsed)
             new, old = (statistics.median(seconds[name]) for name in versions)
             same = outputs["this checkout"] == outputs[args.against]
+            results["modes"][mode] = {"seconds": seconds, "speedup": old / new, "outputs_identical": same}
             print(
                 f"{mode}: this checkout {new:.2f} s, {args.against} {old:.2f} s (medians): "
                 f"{old / new:.2f}x; outputs identical: {same}"
             )
+    if args.json:
+        write_results(args.json, results, "benchmarks.ab_search", argv)
     return 0
 
 

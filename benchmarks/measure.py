@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import json
 import os
 import platform
 import resource
 import statistics
+import sys
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -136,3 +138,15 @@ def combine_repeats(runs: list[dict], keys: tuple[str, ...]) -> dict:
     for key in keys:
         combined[key] = combined["spread"][key]["median"]
     return combined
+
+
+def write_results(path: Path, results: dict, program: str, argv: list[str] | None) -> Path:
+    """Write a benchmark's results as JSON (atomically), with the command that made them; the
+    raw result a figure in the README or docs is quoted from."""
+    from attnmt.utils import atomic_path
+
+    arguments = argv if argv is not None else sys.argv[1:]
+    results = {"command": " ".join([f"python -m {program}", *arguments]), **results}
+    with atomic_path(path) as temporary:
+        temporary.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return path

@@ -1,6 +1,6 @@
 """Fused against default Adam on the joey model: time per optimizer step and the weights' agreement.
 
-    python -m benchmarks.optimizer [--steps 10] [--threads N]
+    python -m benchmarks.optimizer [--steps 10] [--threads N] [--json OUT]
 
 Two copies of the benchmark's joey model (word vocabularies of the speed benchmark's sizes)
 get the same fixed random gradients; each copy's Adam steps `--steps` times, the two
@@ -14,12 +14,13 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 from attnmt.model import build_model
 from benchmarks import speed
-from benchmarks.measure import describe_machine
+from benchmarks.measure import describe_machine, write_results
 
 VOCAB_SIZES = (5920, 7859)  # Multi30k en->de word types seen twice: the speed benchmark's data
 
@@ -50,6 +51,8 @@ def compare(steps: int) -> dict:
     return {
         "default_ms": 1e3 * statistics.median(seconds[False]),
         "fused_ms": 1e3 * statistics.median(seconds[True]),
+        "default_ms_per_step": [1e3 * value for value in seconds[False]],
+        "fused_ms_per_step": [1e3 * value for value in seconds[True]],
         "max_weight_difference": difference,
     }
 
@@ -58,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.optimizer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -71,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['fused_ms']:.1f} ms ({result['default_ms'] / result['fused_ms']:.1f}x); largest weight "
         f"difference after {args.steps} steps {result['max_weight_difference']:.1e}"
     )
+    if args.json:
+        write_results(args.json, {"machine": machine, "steps": args.steps, **result}, "benchmarks.optimizer", argv)
     return 0
 
 

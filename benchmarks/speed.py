@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import random
 import sys
 import time
@@ -44,7 +43,14 @@ from attnmt.train import token_loss
 from attnmt.utils import UserError
 from benchmarks.decoding import benchmark_decoding, load_trained
 from benchmarks.flops import flop_rates, matmul_ceiling, synchronize
-from benchmarks.measure import combine_repeats, describe_machine, peak_memory, release_memory, rotated
+from benchmarks.measure import (
+    combine_repeats,
+    describe_machine,
+    peak_memory,
+    release_memory,
+    rotated,
+    write_results,
+)
 from benchmarks.references import REFERENCES, references_for
 from benchmarks.report import print_report
 
@@ -404,9 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"benchmarks.speed: error: {error}", file=sys.stderr)
         return 2
-    results["command"] = " ".join(["python -m benchmarks.speed", *(argv if argv is not None else sys.argv[1:])])
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_results(args.json, results, "benchmarks.speed", argv)
     print_report(results, Console(width=180), markdown=args.markdown)
     console.log(f"results written to {args.json}")
     return 0

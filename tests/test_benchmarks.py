@@ -242,3 +242,14 @@ def test_fused_adam_matches_the_default_on_the_joey_model():
     result = optimizer.compare(steps=2)
     assert result["max_weight_difference"] < 1e-6
     assert result["default_ms"] > 0 and result["fused_ms"] > 0
+
+
+def test_optimizer_benchmark_writes_its_raw_result(tmp_path, capsys):
+    from benchmarks import optimizer
+
+    path = tmp_path / "optimizer.json"
+    assert optimizer.main(["--steps", "2", "--json", str(path)]) == 0
+    result = json.loads(path.read_text())
+    assert result["command"] == f"python -m benchmarks.optimizer --steps 2 --json {path}"
+    assert len(result["fused_ms_per_step"]) == 2 and result["max_weight_difference"] < 1e-5
+    assert result["machine"]["cpu"] and "fused" in capsys.readouterr().out

@@ -25,8 +25,8 @@ import torch
 from rich.console import Console
 
 from attnmt.download import cache_root
-from attnmt.utils import UserError, atomic_path
-from benchmarks.measure import describe_machine
+from attnmt.utils import UserError
+from benchmarks.measure import describe_machine, write_results
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
@@ -114,7 +114,6 @@ def main(argv: list[str] | None = None) -> int:
     harness.install()
     results = {
         "mode": args.mode,
-        "command": " ".join(["python -m benchmarks.peers", *(argv if argv is not None else sys.argv[1:])]),
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {**describe_machine(torch.device("cpu")), "threads": setup.threads},
         "setup": {**setup.describe(), "data_dir": "multi30k en-de, lowercased word tokens (benchmarks/peers/data.py)"},
@@ -125,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         results.update(quality(harness, QualityOptions(args.minutes, args.save_every)))
     results["errors"] = errors = harness.errors
     path = args.json or DEFAULT_JSON[args.mode]
-    with atomic_path(path) as temporary:
-        temporary.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_results(path, results, "benchmarks.peers", argv)
     (print_speed if args.mode == "speed" else print_quality)(results, Console(width=200))
     console.log(f"results written to {path}")
     for line in errors.values():
