@@ -116,7 +116,8 @@ def decoding_table(results: dict, mode: str) -> Rows:
     header = ["model", "implementation", "sent/s", "generated tok/s", "attnmt speed-up", "tokens/sentence", "how"]
     rows = []
     for name, config in results["configs"].items():
-        rows += _decoding_rows(f"{name} (untrained)", config["decoding"][mode])
+        if config["decoding"] is not None:
+            rows += _decoding_rows(f"{name} (untrained)", config["decoding"][mode])
     trained = results.get("trained")
     if trained:
         label = f"trained {Path(trained['run_dir']).name} ({trained['tokenizer']})"
@@ -165,7 +166,8 @@ def headlines(results: dict) -> list[str]:
         if "training" in entry:
             parts.append(f"training {_against_fastest(entry['training']['speedup'])}")
         for mode in ("greedy", "beam"):
-            parts.append(f"{mode} {_against_fastest(entry['decoding'][mode]['speedup_tokens'])}")
+            if entry["decoding"] is not None:
+                parts.append(f"{mode} {_against_fastest(entry['decoding'][mode]['speedup_tokens'])}")
         lines.append(f"{name}: attnmt over the faster reference: {', '.join(parts)}")
     return lines
 

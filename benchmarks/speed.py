@@ -105,6 +105,7 @@ class Options:
     beam_size: int = 5
     reference_beam_sentences: int = 100
     repeats: int = 5
+    untrained_decoding: bool = True  # also decode with each config's untrained model
     seed: int = 1
     ceiling_size: int | None = None  # square matmul side for the ceiling; None: 2,048 (CPU) or 8,192 (GPU)
 
@@ -287,8 +288,10 @@ def benchmark_config(
 ) -> dict:
     models = build_models(cfg, len(bundle.src_vocab), len(bundle.tgt_vocab), device, options.seed)
     test_sources = bundle.test.src_ids[: options.decode_sentences]
-    say(f"{label}: decoding (untrained weights)")
-    decoding = benchmark_decoding(models, test_sources, **_decoding_options(options), device=device)
+    decoding = None
+    if options.untrained_decoding:
+        say(f"{label}: decoding (untrained weights)")
+        decoding = benchmark_decoding(models, test_sources, **_decoding_options(options), device=device)
     say(f"{label}: training")
     training = benchmark_training(cfg, models, bundle, options, device, ceiling)
     rates = flop_rates(cfg, len(bundle.tgt_vocab))
@@ -297,7 +300,7 @@ def benchmark_config(
         "parameters": sum(p.numel() for p in models["attnmt"].parameters()),
         "forward_flops": asdict(rates),
         "training": training,
-        "decoding": {"weights": "untrained (initialization)", **decoding},
+        "decoding": None if decoding is None else {"weights": "untrained (initialization)", **decoding},
     }
 
 
@@ -371,6 +374,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="sentences decoded by a reference's slow per-sentence beam search",
     )
     parser.add_argument("--repeats", type=int, default=Options.repeats, help="repeats of every measurement")
+    parser.add_argument(
+        "--no-untrained-decoding",
+        action="store_true",
+        help="decode only with the --checkpoint model, not with each config's untrained one",
+    )
     parser.add_argument("--dropout", type=float, default=Options.dropout)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--data-dir", default=None, help="corpus folder (default: $ATTNMT_DATA, then the cache)")
@@ -398,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         decode_sentences=args.decode_sentences,
         reference_beam_sentences=args.reference_beam_sentences,
         repeats=args.repeats,
+        untrained_decoding=not args.no_untrained_decoding,
         ceiling_size=args.ceiling_size,
         dropout=args.dropout,
     )
