@@ -150,3 +150,16 @@ def write_results(path: Path, results: dict, program: str, argv: list[str] | Non
     with atomic_path(path) as temporary:
         temporary.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts such as --repeats: a clear usage error (exit 2) for 0 or less."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value

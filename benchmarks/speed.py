@@ -47,6 +47,7 @@ from benchmarks.measure import (
     combine_repeats,
     describe_machine,
     peak_memory,
+    positive_int,
     release_memory,
     rotated,
     write_results,
@@ -364,7 +365,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.speed", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", choices=[*CONFIGS, "all"], default="all")
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
-    parser.add_argument("--steps", type=int, default=Options.steps, help="timed training steps per model")
+    parser.add_argument("--steps", type=positive_int, default=Options.steps, help="timed training steps per model")
     parser.add_argument("--warmup", type=int, default=Options.warmup, help="untimed training steps first")
     parser.add_argument("--decode-sentences", type=int, default=Options.decode_sentences)
     parser.add_argument(
@@ -373,7 +374,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=Options.reference_beam_sentences,
         help="sentences decoded by a reference's slow per-sentence beam search",
     )
-    parser.add_argument("--repeats", type=int, default=Options.repeats, help="repeats of every measurement")
+    parser.add_argument("--repeats", type=positive_int, default=Options.repeats, help="repeats of every measurement")
     parser.add_argument(
         "--no-untrained-decoding",
         action="store_true",

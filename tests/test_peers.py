@@ -164,3 +164,13 @@ def test_attnmt_trains_and_translates_through_its_probe(tmp_path, monkeypatch):
     measured = harness.translate(system, work / "out", system.checkpoints(work)[3], "test2016", 1)
     assert measured["sentences"] == 1000 and measured["tokens_per_s"] > 0
     assert read_events(work / "events.jsonl").steps == events.steps
+
+
+BAD_COUNTS = [["speed", "--repeats", "0"], ["speed", "--warmup", "0"], ["quality", "--save-every", "x"]]
+
+
+@pytest.mark.parametrize("argv", BAD_COUNTS)
+def test_counts_below_one_are_a_usage_error_not_a_traceback(argv, capsys):
+    with pytest.raises(SystemExit) as exited:
+        peers_cli.parse_args(argv)
+    assert exited.value.code == 2 and "expected" in capsys.readouterr().err

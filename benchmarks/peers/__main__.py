@@ -26,7 +26,7 @@ from rich.console import Console
 
 from attnmt.download import cache_root
 from attnmt.utils import UserError
-from benchmarks.measure import describe_machine, write_results
+from benchmarks.measure import describe_machine, positive_int, write_results
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
@@ -66,22 +66,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__.split("\n\n")[0])
     modes = parser.add_subparsers(dest="mode", required=True)
     speed_parser = modes.add_parser("speed", help="training and decoding speed, alternating systems")
-    speed_parser.add_argument("--repeats", type=int, default=SpeedOptions.repeats)
-    speed_parser.add_argument("--warmup", type=int, default=SpeedOptions.warmup, help="untimed first updates")
-    speed_parser.add_argument("--steps", type=int, default=SpeedOptions.steps, help="timed updates per repeat")
+    speed_parser.add_argument("--repeats", type=positive_int, default=SpeedOptions.repeats)
+    speed_parser.add_argument("--warmup", type=positive_int, default=SpeedOptions.warmup, help="untimed first updates")
+    speed_parser.add_argument("--steps", type=positive_int, default=SpeedOptions.steps, help="timed updates per repeat")
     speed_parser.add_argument(
-        "--decode-updates", type=int, default=SpeedOptions.decode_updates, help="updates of the decoding models"
+        "--decode-updates",
+        type=positive_int,
+        default=SpeedOptions.decode_updates,
+        help="updates of the decoding models",
     )
     quality_parser = modes.add_parser("quality", help="test BLEU after the same wall-clock budget")
     quality_parser.add_argument("--minutes", type=float, default=QualityOptions.minutes)
-    quality_parser.add_argument("--save-every", type=int, default=QualityOptions.save_every)
+    quality_parser.add_argument("--save-every", type=positive_int, default=QualityOptions.save_every)
     markdown_parser = modes.add_parser("markdown", help="print a results file's tables as Markdown")
     markdown_parser.add_argument("results", type=Path)
     for sub in (speed_parser, quality_parser):
         sub.add_argument("--systems", type=system_names, default=list(SYSTEMS), help=f"of {', '.join(SYSTEMS)}")
         sub.add_argument("--work", type=Path, default=None, help="work folder (default: the cache's peers/)")
         sub.add_argument("--data-dir", default=None, help="Multi30k folder (default: $ATTNMT_DATA, then the cache)")
-        sub.add_argument("--threads", type=int, default=Setup.threads, help="threads of every system")
+        sub.add_argument("--threads", type=positive_int, default=Setup.threads, help="threads of every system")
         sub.add_argument("--json", type=Path, default=None, help="results file")
     return parser.parse_args(argv)
 
