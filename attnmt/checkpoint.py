@@ -6,8 +6,9 @@ Layout inside a run directory:
     checkpoints/step-0000500/{model.safetensors, trainer.pt, meta.json}
     checkpoints/index.json   {"last": "step-0000500", "best": "step-0000500", ...}
 
-Each checkpoint is written into a temporary folder and renamed into place, then the index
-is replaced atomically: a kill at any moment leaves the previous checkpoint and index intact.
+Each checkpoint is written into a hidden folder and renamed into place, then the index is
+replaced atomically; nothing the index names is ever removed or half-written, so a kill at
+any moment (SIGKILL included) leaves checkpoints that load and a run that resumes.
 Weights are safetensors (no pickle at all); the trainer state is loaded with
 `weights_only=True`, so loading never runs code from a file.
 """
@@ -40,6 +41,14 @@ class CheckpointIndex:
     best: str | None = None
     best_score: float | None = None
     kept: tuple[str, ...] = ()
+
+    def named(self) -> set[str | None]:
+        return {self.last, self.best, *self.kept}
+
+    def renamed(self, old: str, new: str) -> CheckpointIndex:
+        """The same index with checkpoint `old` called `new`."""
+        rename = lambda name: new if name == old else name  # noqa: E731
+        return CheckpointIndex(rename(self.last), rename(self.best), self.best_score, tuple(map(rename, self.kept)))
 
 
 def checkpoints_dir(run_dir: str | Path) -> Path:
@@ -86,29 +95,112 @@ def save_checkpoint(
     higher_is_better: bool = True,
     keep: int = 2,
 ) -> Path:
-    """Write checkpoint `step-N`, update last/best, prune to `keep` (plus best)."""
+    """Write checkpoint `step-N`, update last/best, prune to `keep` (plus best).
+
+    At every moment between two filesystem operations, each checkpoint the index names is
+    complete: a kill (even SIGKILL) leaves a run that loads and resumes. Visible `step-N`
+    folders only ever appear or disappear by an atomic rename, so they are complete too;
+    hidden folders (`.step-N.*`) are unfinished work, removed by the next save.
+    """
     run_dir = Path(run_dir)
     folder = checkpoints_dir(run_dir)
     folder.mkdir(parents=True, exist_ok=True)
     name = f"step-{step:07d}"
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder))
-    try:
-        save_file(state_dict_for_saving(model), str(staging / WEIGHTS))
-        torch.save(trainer_state, staging / TRAINER_STATE)
-        (staging / META).write_text(json.dumps({"step": step, "score": score, **meta}, indent=2) + "\n")
-        final = folder / name
-        if final.exists():
-            shutil.rmtree(final)  # the same step written again (a rerun after a resume)
-        os.replace(staging, final)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    _update_index(run_dir, name, score, higher_is_better, keep)
-    return folder / name
-
-
-def _update_index(run_dir: Path, name: str, score: float | None, higher_is_better: bool, keep: int) -> None:
     index = read_index(run_dir)
+    for hidden in sorted(index.named() - {None}):
+        if hidden.startswith("."):  # a save of the same step was killed midway: finish it
+            index = _promote(run_dir, index, folder / hidden)
+    _remove_leftovers(folder, index)
+    staging = _write_staging(folder, name, model, trainer_state, {"step": step, "score": score, **meta})
+    final = folder / name
+    if final.exists():
+        # The same step saved again (interrupted right after a validation saved it, or a rerun
+        # after a resume). POSIX cannot swap two folders atomically, so the index names the
+        # complete staging copy while the old folder goes and the new one takes its name.
+        index = index.renamed(name, staging.name)
+        _write_index(run_dir, index)
+        _fault_point("index names the staging copy")
+        index = _promote(run_dir, index, staging)
+    else:
+        os.replace(staging, final)
+        _fault_point("checkpoint in place")
+    updated = _updated_index(index, name, score, higher_is_better, keep)
+    _write_index(run_dir, updated)
+    _fault_point("index updated")
+    for stale in index.named() - updated.named() - {None}:  # only once the index no longer names them
+        _remove(folder / stale)
+    return final
+
+
+def _fault_point(what: str) -> None:
+    """Called after each filesystem operation of a save: a seam where tests kill the process
+    (SIGKILL) to check that no such moment leaves the index naming a missing checkpoint."""
+
+
+def _write_staging(folder: Path, name: str, model: torch.nn.Module, trainer_state: dict, meta: dict) -> Path:
+    """A complete checkpoint under a hidden name."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder))
+    _fault_point("staging folder created")
+    save_file(state_dict_for_saving(model), str(staging / WEIGHTS))
+    _fault_point("weights written")
+    torch.save(trainer_state, staging / TRAINER_STATE)
+    _fault_point("trainer state written")
+    (staging / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    _fault_point("meta written")
+    return staging
+
+
+def _promote(run_dir: Path, index: CheckpointIndex, hidden: Path) -> CheckpointIndex:
+    """Give a complete hidden checkpoint that the index names its visible name `step-N`."""
+    visible = hidden.with_name(hidden.name.split(".")[1])
+    if visible.exists():
+        _remove(visible)
+    _copy_by_links(hidden, visible)
+    index = index.renamed(hidden.name, visible.name)
+    _write_index(run_dir, index)
+    _fault_point("index names the visible copy")
+    _remove(hidden)
+    return index
+
+
+def _remove(path: Path) -> None:
+    """Hide a folder by an atomic rename, then delete it: a kill midway leaves only hidden debris."""
+    hidden = path.with_name(f".removing-{path.name}-{os.getpid()}")
+    os.replace(path, hidden)
+    _fault_point(f"{path.name} hidden for removal")
+    shutil.rmtree(hidden)
+    _fault_point(f"{path.name} removed")
+
+
+def _copy_by_links(source: Path, destination: Path) -> None:
+    """A complete copy of a checkpoint folder appearing at once (hard links where the file system
+    has them: no data copied)."""
+    building = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
+    for file in source.iterdir():
+        try:
+            os.link(file, building / file.name)
+        except OSError:
+            shutil.copy2(file, building / file.name)
+    _fault_point("copy built")
+    os.replace(building, destination)
+    _fault_point("copy in place")
+
+
+def _remove_leftovers(folder: Path, index: CheckpointIndex) -> None:
+    """Hidden debris of saves that were killed, except a staging copy the index still names."""
+    named = index.named()
+    for path in folder.iterdir():
+        if path.name.startswith(".") and path.name not in named:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _updated_index(
+    index: CheckpointIndex, name: str, score: float | None, higher_is_better: bool, keep: int
+) -> CheckpointIndex:
+    """`name` as the last checkpoint (and best if `score` improved); the `keep` most recent plus the best."""
     best, best_score = index.best, index.best_score
     improved = score is not None and (
         best_score is None or (score > best_score if higher_is_better else score < best_score)
@@ -118,9 +210,7 @@ def _update_index(run_dir: Path, name: str, score: float | None, higher_is_bette
     kept = [k for k in index.kept if k != name] + [name]
     recent = kept[-keep:]
     survivors = tuple(k for k in kept if k in recent or k == best)
-    _write_index(run_dir, CheckpointIndex(last=name, best=best, best_score=best_score, kept=survivors))
-    for stale in set(kept) - set(survivors):  # only after the new index no longer names them
-        shutil.rmtree(checkpoints_dir(run_dir) / stale, ignore_errors=True)
+    return CheckpointIndex(last=name, best=best, best_score=best_score, kept=survivors)
 
 
 def resolve_checkpoint(path: str | Path, which: str = "best") -> Path:
@@ -181,11 +271,3 @@ def load_trainer_state(checkpoint: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: missing (this checkpoint cannot be resumed)") from None
     except Exception as exc:  # torch raises many types for a damaged file
         raise UserError(f"{path}: corrupted or truncated trainer state ({type(exc).__name__})") from None
-
-
-def read_meta(checkpoint: str | Path) -> dict[str, Any]:
-    path = Path(checkpoint) / META
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path}: unreadable checkpoint metadata ({exc})") from None

@@ -118,6 +118,9 @@ class TrainConfig(_Section):
     patience: int | None = Field(None, ge=1, description="validations without improvement before stopping")
     keep_checkpoints: int = Field(2, ge=1)
     log_every: int = Field(50, ge=1)
+    # After SIGINT/SIGTERM the run saves at the end of the current step; if that step has not
+    # ended this many seconds later (or a second signal comes), it exits at once (None: wait).
+    stop_grace_seconds: float | None = Field(60.0, gt=0.0)
 
     @model_validator(mode="after")
     def _needs_a_stop(self) -> TrainConfig:

@@ -282,7 +282,7 @@ class Trainer:
         started, elapsed_before = time.perf_counter(), progress.elapsed
         window = {"loss": 0.0, "steps": 0, "tokens": progress.tokens, "time": started}
         last_validated = progress.step if progress.history else -1
-        with StopSignal() as stop:
+        with StopSignal(train.stop_grace_seconds, what="training") as stop:
             while not _limit_reached(self.config, progress):
                 epoch, position, indices = next(stream)
                 if train.max_epochs is not None and epoch >= train.max_epochs:

@@ -10,7 +10,11 @@ import contextlib
 import os
 import random
 import signal
+import socket
+import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,20 +100,74 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 
 
 class StopSignal:
-    """Turns SIGINT/SIGTERM into a flag the loop checks between steps."""
+    """SIGINT/SIGTERM as a person expects them during a long job.
 
-    def __init__(self) -> None:
+    The first signal sets `received`, which the loop checks between steps (it then saves and
+    stops). A second signal, or no step ending within `grace_seconds` of the first, ends the
+    process at once with exit code 130: whatever was saved before stays complete, since every
+    save is atomic. Python runs signal handlers only between bytecodes, so a step stuck in a
+    long C call would never see them; a watchdog thread reads the signals from the wakeup file
+    descriptor instead, which the interpreter writes the moment a signal arrives.
+    Inert outside the main thread (where signals cannot be handled).
+    """
+
+    EXIT_CODE = 130
+
+    def __init__(self, grace_seconds: float | None = None, what: str = "the job") -> None:
         self.received: int | None = None
-        self.previous = {}
+        self.grace_seconds, self.what = grace_seconds, what
+        self.previous_handlers: dict = {}
+        self.previous_wakeup_fd = -1
+        self._reader = self._writer = None
+        self._done = threading.Event()
 
     def __enter__(self) -> StopSignal:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self._reader, self._writer = socket.socketpair()
+        self._writer.setblocking(False)
         for number in (signal.SIGINT, signal.SIGTERM):
-            self.previous[number] = signal.signal(number, self._handle)
+            self.previous_handlers[number] = signal.signal(number, self._handle)
+        self.previous_wakeup_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, name="attnmt-stop-signal", daemon=True).start()
         return self
 
     def _handle(self, number, frame) -> None:
-        self.received = number
+        self.received = number  # also set by the watchdog; this runs once the main thread is back in Python
+
+    def _watch(self) -> None:
+        deadline, count = None, 0
+        while not self._done.is_set():
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._reader.settimeout(0.5 if timeout is None else min(0.5, timeout))
+            try:
+                numbers = self._reader.recv(64)
+            except (TimeoutError, OSError):
+                numbers = b""
+            if self._done.is_set():
+                return
+            for number in numbers:
+                if number in (signal.SIGINT, signal.SIGTERM):
+                    count += 1
+                    self.received = number
+                    if count == 1 and self.grace_seconds is not None:
+                        deadline = time.monotonic() + self.grace_seconds
+            if count >= 2:
+                self._exit_now("a second signal")
+            if deadline is not None and time.monotonic() >= deadline:
+                self._exit_now(f"no step ended within {self.grace_seconds:g} s of the signal")
+
+    def _exit_now(self, why: str) -> None:
+        print(f"attnmt: {why}: stopping {self.what} at once; the last complete checkpoint is kept", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(self.EXIT_CODE)
 
     def __exit__(self, *exc) -> None:
-        for number, handler in self.previous.items():
+        if self._reader is None:
+            return
+        self._done.set()
+        signal.set_wakeup_fd(self.previous_wakeup_fd)
+        for number, handler in self.previous_handlers.items():
             signal.signal(number, handler)
+        self._writer.close()
+        self._reader.close()

@@ -3,12 +3,12 @@
 import multiprocessing
 import os
 import signal
-import time
 
 import pytest
 import torch
 from torch import nn
 
+from attnmt import checkpoint
 from attnmt.checkpoint import (
     load_trainer_state,
     load_weights,
@@ -86,21 +86,66 @@ def test_unknown_run_directory(tmp_path):
         resolve_checkpoint(tmp_path)
 
 
-def _save_forever(run_dir: str) -> None:
-    model = nn.Linear(2000, 2000)  # 16 MB: saving takes long enough to be interrupted
-    step = 2
-    while True:
-        save_checkpoint(run_dir, step, model, state(step), {}, keep=1)
-        step += 1
+SCENARIO = [  # (step, score): a first save, the same step saved again, a new best, a worse one
+    (3, 1.0),
+    (3, None),
+    (4, 2.0),
+    (5, 0.5),
+]
 
 
-def test_kill_during_save_leaves_previous_checkpoint_loadable(tmp_path):
-    save_checkpoint(tmp_path, 1, nn.Linear(2000, 2000), state(1), {})
-    process = multiprocessing.get_context("spawn").Process(target=_save_forever, args=(str(tmp_path),))
-    process.start()
-    time.sleep(3.0)
-    os.kill(process.pid, signal.SIGKILL)
-    process.join()
-    last = resolve_checkpoint(tmp_path, "last")
-    load_weights(nn.Linear(2000, 2000), last)
-    assert load_trainer_state(last)["step"] >= 1
+def _run_scenario(run_dir) -> None:
+    for step, score in SCENARIO:
+        save_checkpoint(run_dir, step, nn.Linear(3, 2), state(step), {}, score=score, keep=1)
+
+
+def _killed_at(point: int, run_dir) -> None:
+    """The scenario in a child process that SIGKILLs itself at its `point`-th filesystem operation."""
+    calls = 0
+
+    def kill_here(what: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == point:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    checkpoint._fault_point = kill_here
+    _run_scenario(run_dir)
+
+
+def _assert_loadable(run_dir) -> None:
+    """Every checkpoint the index names, and every visible step folder, loads completely."""
+    index = read_index(run_dir)
+    named = {index.last, index.best, *index.kept} - {None}
+    visible = {p.name for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("step-")}
+    assert index.last in named and index.best in named
+    for name in named | visible:
+        folder = run_dir / "checkpoints" / name
+        load_weights(nn.Linear(3, 2), folder)
+        assert load_trainer_state(folder)["step"] == int(name.split("-")[1].split(".")[0])
+
+
+def test_a_kill_between_any_two_filesystem_operations_of_a_save_leaves_a_run_that_loads_and_resumes(
+    tmp_path, monkeypatch
+):
+    operations = []
+    monkeypatch.setattr(checkpoint, "_fault_point", operations.append)
+    _run_scenario(tmp_path / "count")
+    monkeypatch.undo()
+    assert len(operations) >= 20
+    fork = multiprocessing.get_context("fork")
+    for point in range(1, len(operations) + 1):
+        run_dir = tmp_path / f"killed-at-{point}"
+        for step, score in [(1, 0.5), (2, 0.7)]:  # an existing run, so the scenario has something to prune
+            save_checkpoint(run_dir, step, nn.Linear(3, 2), state(step), {}, score=score, keep=1)
+        child = fork.Process(target=_killed_at, args=(point, run_dir))
+        child.start()
+        child.join()
+        assert child.exitcode == -signal.SIGKILL, f"operation {point} ({operations[point - 1]}) was not reached"
+        _assert_loadable(run_dir)
+        resumed = resolve_checkpoint(run_dir, "last")  # what `attnmt train --resume` reads
+        next_step = load_trainer_state(resumed)["step"] + 1
+        save_checkpoint(run_dir, next_step, nn.Linear(3, 2), state(next_step), {}, keep=1)
+        _assert_loadable(run_dir)
+        leftovers = [p.name for p in (run_dir / "checkpoints").iterdir() if p.name.startswith(".")]
+        assert leftovers == [], f"killed at operation {point}: debris {leftovers} survived the next save"

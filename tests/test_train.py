@@ -17,7 +17,7 @@ from attnmt import train as train_module
 from attnmt.checkpoint import load_trainer_state, read_index, resolve_checkpoint
 from attnmt.config import load_config
 from attnmt.train import TrainingDiverged, fit
-from attnmt.utils import UserError
+from attnmt.utils import Interrupted, UserError
 
 TINY = [
     "data.corpus=reverse",
@@ -60,6 +60,20 @@ def test_resume_gives_the_same_loss_curve_bit_for_bit(tmp_path):
     whole, split = train_losses(tmp_path / "whole"), train_losses(tmp_path / "split")
     assert sorted(whole) == sorted(split) == list(range(1, 31))
     assert whole == split  # exact float equality, not approximately
+
+
+def test_resume_after_a_signal_between_validations_gives_the_same_loss_curve_bit_for_bit(tmp_path):
+    """Stopped by SIGTERM at step 13, neither a validation nor a save boundary."""
+
+    def signal_at_step_13(line: str) -> None:
+        if line.startswith("step ") and int(line.split()[1]) == 13:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    fit(tiny_config(tmp_path / "whole", "train.max_steps=30", *RANDOMNESS), log=quiet)
+    with pytest.raises(Interrupted, match="interrupted at step 13"):
+        fit(tiny_config(tmp_path / "split", "train.max_steps=30", *RANDOMNESS), log=signal_at_step_13)
+    fit(tiny_config(tmp_path / "split", "train.max_steps=30", *RANDOMNESS), resume=True, log=quiet)
+    assert train_losses(tmp_path / "whole") == train_losses(tmp_path / "split")
 
 
 def test_same_seed_same_run_other_seed_other_run(tmp_path):
@@ -141,6 +155,67 @@ def test_sigterm_writes_a_resumable_checkpoint(tmp_path):
     assert step >= 5 and read_index(run_dir).best is None
     summary = fit(tiny_config(run_dir, f"train.max_steps={step + 3}"), resume=True, log=quiet)
     assert summary["steps"] == step + 3
+
+
+# `attnmt train` whose fifth step never ends (after steps 2 and 4 saved checkpoints).
+STALLING_TRAIN = """
+import sys, time
+from pathlib import Path
+from attnmt import train
+from attnmt.cli import main
+
+real_step = train.Trainer.train_step
+
+def stalling_step(self, indices):
+    if self.progress.step == 4:
+        Path(sys.argv[1]).write_text("stalled")
+        while True:
+            time.sleep(0.05)
+    return real_step(self, indices)
+
+train.Trainer.train_step = stalling_step
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def start_stalling_run(tmp_path: Path, *overrides: str) -> tuple[subprocess.Popen, Path]:
+    run_dir, marker = tmp_path / "run", tmp_path / "stalled"
+    settings = [*TINY, f"train.run_dir={run_dir}", "train.max_steps=100", "train.valid_every=2", *overrides]
+    command = [sys.executable, "-c", STALLING_TRAIN, str(marker), "train", *[a for o in settings for a in ("--set", o)]]
+    process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not marker.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), process.communicate()[1][-2000:]
+    return process, run_dir
+
+
+def assert_resumable_from_step_4(run_dir: Path) -> None:
+    last = resolve_checkpoint(run_dir, "last")
+    assert load_trainer_state(last)["progress"]["step"] == 4
+    assert fit(tiny_config(run_dir, "train.max_steps=6", "train.valid_every=2"), resume=True, log=quiet)["steps"] == 6
+
+
+def test_a_second_signal_ends_a_step_that_never_ends_at_once_and_keeps_the_last_checkpoint(tmp_path):
+    process, run_dir = start_stalling_run(tmp_path)
+    process.send_signal(signal.SIGTERM)
+    time.sleep(1.5)
+    assert process.poll() is None  # the first signal waits for the end of the step
+    started = time.time()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130 and time.time() - started < 10, stderr
+    assert "a second signal: stopping training at once" in stderr and "Traceback" not in stderr
+    assert_resumable_from_step_4(run_dir)
+
+
+def test_one_signal_and_a_step_that_outlasts_the_grace_period_end_the_run(tmp_path):
+    process, run_dir = start_stalling_run(tmp_path, "train.stop_grace_seconds=2")
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert "no step ended within 2 s of the signal" in stderr and "Traceback" not in stderr
+    assert_resumable_from_step_4(run_dir)
 
 
 def test_bf16_autocast_trains_on_the_cpu_and_fp16_needs_cuda(tmp_path):
