@@ -151,7 +151,13 @@ def _run_train(args: argparse.Namespace, console: Console) -> None:
         config = load_config(config_path, [*args.overrides, f"train.run_dir={args.resume}"])
     else:  # no config file: the defaults plus --set overrides
         config = load_config(args.config, args.overrides)
-    summary = fit(config, resume=bool(args.resume), data_dir=args.data_dir, log=console.print)
+
+    # One line per event, also in a log file or CI (where rich would wrap at 80 columns), and
+    # messages are text, not markup (a path may hold brackets).
+    def log(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    summary = fit(config, resume=bool(args.resume), data_dir=args.data_dir, log=log)
     best = summary["best_score"]
     console.print(
         f"done: {summary['steps']} steps in {summary['elapsed'] / 60:.1f} min, best validation "

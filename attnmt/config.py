@@ -51,9 +51,14 @@ class DataConfig(_Section):
         description="short: English <= 8 word tokens, French <= 12, punctuation counted; "
         "other languages: 8 for the source, 12 for the target",
     )
-    max_src_tokens: int | None = Field(None, ge=1, description="drop training pairs with longer sources (word tokens)")
-    max_tgt_tokens: int | None = Field(None, ge=1, description="drop training pairs with longer targets (word tokens)")
-    max_length_ratio: float | None = Field(None, gt=1.0, description="drop training pairs with a larger length ratio")
+    # Web-crawled corpora hold stray lines of thousands of tokens (a page without newlines): one
+    # would cost a batch of its own, minutes and gigabytes. Dropped by default, counted in the
+    # training log and `attnmt data stats`; null disables a limit.
+    max_src_tokens: int | None = Field(250, ge=1, description="drop training pairs with longer sources (word tokens)")
+    max_tgt_tokens: int | None = Field(250, ge=1, description="drop training pairs with longer targets (word tokens)")
+    max_length_ratio: float | None = Field(
+        9.0, gt=1.0, description="drop training pairs whose longer side has more than this many times the tokens"
+    )
     tokenizer: Literal["word", "sentencepiece"] = "word"
     lowercase: bool = False
     spm_model_type: Literal["bpe", "unigram"] = "bpe"

@@ -17,7 +17,7 @@ import os
 import random
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnmt import synthetic
@@ -72,6 +72,8 @@ class CorpusSplits:
                  before any filter and before valid/test sources are split off it. Separate
                  valid/test files are not counted. Tatoeba: 167,130; Multi30k: 29,000.
     attribution: the credit line a user of the corpus must show, or None for user data.
+    dropped:     training pairs the length filters removed, by the setting that removed them
+                 (`max_src_tokens`, `max_tgt_tokens`, `max_length_ratio`).
     """
 
     train: list[tuple[str, str]]
@@ -80,6 +82,14 @@ class CorpusSplits:
     name: str
     attribution: str | None
     raw_pairs: int
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def dropped_summary(self) -> str | None:
+        """One line on the pairs the length filters dropped, or None when there were none."""
+        if not self.dropped:
+            return None
+        reasons = ", ".join(f"{count:,} by data.{setting}" for setting, count in self.dropped.items())
+        return f"{sum(self.dropped.values()):,} training pairs dropped by the length filters ({reasons})"
 
 
 # --- reading text files ------------------------------------------------------------------
@@ -201,22 +211,59 @@ def _short_pairs(pairs: list[tuple[str, str]], cfg: DataConfig) -> list[tuple[st
     return [(src, tgt) for src, tgt in pairs if fits(src, src_len, max_src) and fits(tgt, tgt_len, max_tgt)]
 
 
-def _filter_training_pairs(pairs: list[tuple[str, str]], cfg: DataConfig) -> list[tuple[str, str]]:
-    """Apply max_src_tokens, max_tgt_tokens and max_length_ratio (longer side / shorter side)."""
+class _Length:
+    """A sentence's word-token count, tokenized only when cheap bounds cannot decide.
+
+    Tokenizing every pair here and again when the data is built would make loading a large
+    corpus several times slower. A token has at least one character and every space-separated
+    chunk holds at least one token, so `low` <= count <= `high` (up to characters that Unicode
+    normalization expands, which no real corpus fills a sentence with). A pair is only ever
+    dropped on exact counts, so the bounds can let a pair through, never wrongly drop one.
+    """
+
+    def __init__(self, text: str, count: Callable[[str], int]) -> None:
+        self.text, self.count = text, count
+        self.low, self.high = len(text.split()), len(text)
+
+    def exact(self) -> int:
+        if self.low != self.high:
+            self.low = self.high = self.count(self.text)
+        return self.low
+
+    def over(self, limit: int | None) -> bool:
+        return limit is not None and self.high > limit and self.exact() > limit
+
+
+def _ratio_over(a: _Length, b: _Length, limit: float | None) -> bool:
+    """Longer side / shorter side over `limit` (an empty side counts as one token)."""
+    if limit is None or max(a.high, b.high) / max(1, min(a.low, b.low)) <= limit:
+        return False
+    n_a, n_b = a.exact(), b.exact()
+    return max(n_a, n_b) / max(1, min(n_a, n_b)) > limit
+
+
+def _filter_training_pairs(
+    pairs: list[tuple[str, str]], cfg: DataConfig
+) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Apply max_src_tokens, max_tgt_tokens and max_length_ratio; the kept pairs and, per
+    setting, how many pairs it dropped (each pair counted under the first limit it breaks)."""
     if cfg.max_src_tokens is None and cfg.max_tgt_tokens is None and cfg.max_length_ratio is None:
-        return pairs
+        return pairs, {}
     src_len, tgt_len = _token_counter(cfg.src_lang), _token_counter(cfg.tgt_lang)
-
-    def keep(src: str, tgt: str) -> bool:
-        n_src, n_tgt = src_len(src), tgt_len(tgt)
-        if cfg.max_src_tokens is not None and n_src > cfg.max_src_tokens:
-            return False
-        if cfg.max_tgt_tokens is not None and n_tgt > cfg.max_tgt_tokens:
-            return False
-        ratio = max(n_src, n_tgt) / max(1, min(n_src, n_tgt))
-        return cfg.max_length_ratio is None or ratio <= cfg.max_length_ratio
-
-    return [(src, tgt) for src, tgt in pairs if keep(src, tgt)]
+    kept, dropped = [], {}
+    for src, tgt in pairs:
+        n_src, n_tgt = _Length(src, src_len), _Length(tgt, tgt_len)
+        if n_src.over(cfg.max_src_tokens):
+            broken = "max_src_tokens"
+        elif n_tgt.over(cfg.max_tgt_tokens):
+            broken = "max_tgt_tokens"
+        elif _ratio_over(n_src, n_tgt, cfg.max_length_ratio):
+            broken = "max_length_ratio"
+        else:
+            kept.append((src, tgt))
+            continue
+        dropped[broken] = dropped.get(broken, 0) + 1
+    return kept, dropped
 
 
 def _assemble(
@@ -242,10 +289,10 @@ def _assemble(
         valid_examples = [Example(src, (tgt,)) for src, tgt in valid]
     if test is not None:
         test_examples = [Example(src, (tgt,)) for src, tgt in test]
-    train = _filter_training_pairs(train, cfg)
+    train, dropped = _filter_training_pairs(train, cfg)
     if not train:
         raise UserError(f"data: no training pairs of {cfg.corpus} are left after the subset and length filters")
-    return CorpusSplits(train, valid_examples, test_examples, cfg.corpus, attribution, raw_pairs)
+    return CorpusSplits(train, valid_examples, test_examples, cfg.corpus, attribution, raw_pairs, dropped)
 
 
 # --- the corpora -------------------------------------------------------------------------
@@ -300,6 +347,11 @@ def _read_prefix(prefix: str, key: str, cfg: DataConfig) -> list[tuple[str, str]
             return plain
         if packed.is_file():
             return packed
+        if Path(prefix).is_dir():
+            raise UserError(
+                f"data.{key}: {prefix} is a directory; give a path prefix such as {Path(prefix) / 'train'} "
+                f"(attnmt reads {{prefix}}.{lang} or {{prefix}}.{lang}.gz)"
+            )
         raise UserError(
             f"{plain}: file not found (nor {packed.name}); data.{key} must be a path prefix, "
             f"completed by .{lang} or .{lang}.gz"

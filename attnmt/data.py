@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,8 @@ from attnmt.config import DataConfig
 from attnmt.corpora import CorpusSplits, Example, load_corpus
 from attnmt.download import cache_root
 from attnmt.tokenize import SentencePieceTokenizer, Tokenizer, WordTokenizer, train_sentencepiece
-from attnmt.utils import atomic_path
-from attnmt.vocab import BOS, EOS, PAD, Vocab
+from attnmt.utils import UserError, atomic_path
+from attnmt.vocab import BOS, EOS, PAD, SPECIALS, Vocab
 
 
 @dataclass
@@ -74,6 +75,11 @@ def collate(indices: Sequence[int], src_ids: Sequence[Sequence[int]], tgt_ids: S
     return Batch(src=src, src_lengths=src_lengths, tgt_in=tgt_in, tgt_out=tgt_out, indices=list(indices))
 
 
+def padded_length(src_length: int, tgt_length: int) -> int:
+    """Slots one pair takes in a batch: its longer side (the target with its BOS/EOS)."""
+    return max(src_length, tgt_length + 1)
+
+
 def _cut_by_budget(
     ordered: Sequence[int],
     src_lengths: Sequence[int],
@@ -84,13 +90,14 @@ def _cut_by_budget(
     """Greedily cut an ordered index list into batches whose padded size fits the budget.
 
     A batch's cost is sentences x longest side (source, or target + 1 for BOS/EOS), i.e. the
-    padded tensor it becomes. A single sentence over budget still gets its own batch.
+    padded tensor it becomes. Every sentence must fit the budget alone (the sampler leaves out
+    those that do not).
     """
     batches: list[list[int]] = []
     current: list[int] = []
     longest = 0
     for index in ordered:
-        length = max(src_lengths[index], tgt_lengths[index] + 1)
+        length = padded_length(src_lengths[index], tgt_lengths[index])
         grown = max(longest, length)
         if current and (grown * (len(current) + 1) > batch_tokens or len(current) >= max_sentences):
             batches.append(current)
@@ -109,6 +116,9 @@ class TokenBatchSampler:
     batches, sort each pool by length (so batches hold similar lengths and little padding),
     cut pools into batches, then shuffle the batches. Evaluation order (shuffle=False): sort
     everything by length; callers restore the input order through `Batch.indices`.
+
+    No batch exceeds `batch_tokens`, so a step's memory stays bounded: a pair longer than the
+    budget on its own is left out of every batch and listed in `over_budget`.
     """
 
     def __init__(
@@ -131,19 +141,25 @@ class TokenBatchSampler:
         self.pool_batches = pool_batches
         self.shuffle = shuffle
         self.seed = seed
+        self.over_budget = [
+            index
+            for index, (src, tgt) in enumerate(zip(self.src_lengths, self.tgt_lengths, strict=True))
+            if padded_length(src, tgt) > batch_tokens
+        ]
 
     def _key(self, index: int) -> tuple[int, int]:
         return (self.src_lengths[index], self.tgt_lengths[index])
 
     def batches(self, epoch: int = 0) -> list[list[int]]:
         """All batches of one epoch, as lists of example indices."""
-        indices = list(range(len(self.src_lengths)))
+        left_out = set(self.over_budget)
+        indices = [index for index in range(len(self.src_lengths)) if index not in left_out]
         if not self.shuffle:
             indices.sort(key=self._key)
             return _cut_by_budget(indices, self.src_lengths, self.tgt_lengths, self.batch_tokens, self.max_sentences)
         rng = random.Random(self.seed * 1_000_003 + epoch)
         rng.shuffle(indices)
-        mean_length = max(1.0, sum(self.src_lengths) / max(1, len(self.src_lengths)))
+        mean_length = max(1.0, sum(self.src_lengths[index] for index in indices) / max(1, len(indices)))
         pool_size = max(1, int(self.pool_batches * self.batch_tokens / mean_length))
         batches: list[list[int]] = []
         for start in range(0, len(indices), pool_size):
@@ -293,14 +309,22 @@ def _encode_examples(
 
 
 def build_vocabs(cfg: DataConfig, src_tokens: list[list[str]], tgt_tokens: list[list[str]]) -> tuple[Vocab, Vocab]:
-    """Vocabularies from training tokens only; one shared vocabulary if configured."""
-    if cfg.shared_vocab:
-        shared = Vocab.build(src_tokens + tgt_tokens, min_freq=cfg.min_freq, max_size=cfg.max_vocab_size)
-        return shared, shared
-    return (
-        Vocab.build(src_tokens, min_freq=cfg.min_freq, max_size=cfg.max_vocab_size),
-        Vocab.build(tgt_tokens, min_freq=cfg.min_freq, max_size=cfg.max_vocab_size),
-    )
+    """Vocabularies from training tokens only; one shared vocabulary if configured. A vocabulary
+    left without a real token (a min_freq above every count) would train a useless model in
+    silence: it is a UserError naming the setting."""
+    shared = {"shared": src_tokens + tgt_tokens}
+    sides = shared if cfg.shared_vocab else {"source": src_tokens, "target": tgt_tokens}
+    vocabs = {}
+    for side, tokens in sides.items():
+        vocabs[side] = Vocab.build(tokens, min_freq=cfg.min_freq, max_size=cfg.max_vocab_size)
+        if len(vocabs[side]) == len(SPECIALS):
+            counts = Counter(token for sentence in tokens for token in sentence)
+            most = max(counts.values(), default=0)
+            raise UserError(
+                f"data.min_freq: {cfg.min_freq} leaves the {side} vocabulary without a single token "
+                f"(the most frequent training token occurs {most:,} times); lower data.min_freq"
+            )
+    return (vocabs["shared"], vocabs["shared"]) if cfg.shared_vocab else (vocabs["source"], vocabs["target"])
 
 
 def build_data(cfg: DataConfig, data_dir: str | Path | None = None) -> DataBundle:

@@ -96,7 +96,7 @@ class ProgressDisplay:
         """Print above the bar; False when there is no bar (the caller logs instead)."""
         if self.progress is None:
             return False
-        self.progress.console.print(message)
+        self.progress.console.print(message, markup=False, highlight=False)
         return True
 
     def close(self) -> None:

@@ -75,6 +75,7 @@ def batching_summary(cfg: DataConfig, split: EncodedSplit, seed: int) -> dict[st
         start += len(batch)
     return {
         "batches": len(bucketed),
+        "over_budget": len(sampler.over_budget),
         "mean_sentences": len(src_lengths) / max(1, len(bucketed)),
         "padding_bucketed": padding_ratio(bucketed, src_lengths, tgt_lengths),
         "padding_random": padding_ratio(random_batches, src_lengths, tgt_lengths),
@@ -89,6 +90,7 @@ def describe(bundle: DataBundle, cfg: DataConfig, seed: int = 0) -> dict:
         "direction": f"{cfg.src_lang}-{cfg.tgt_lang}",
         "attribution": splits.attribution,
         "raw_pairs": splits.raw_pairs,
+        "dropped_by_length": dict(splits.dropped),
         "pairs": {
             "train": len(bundle.train),
             "valid": len(bundle.valid),

@@ -14,6 +14,11 @@ def stats_table(figures: dict) -> Table:
     table.add_column("figure")
     table.add_column("value", justify="right")
     table.add_row("pairs read (before filtering and splitting)", f"{figures['raw_pairs']:,}")
+    dropped = figures.get("dropped_by_length", {})
+    table.add_row(
+        "train pairs dropped by the length filters",
+        ", ".join(f"{count:,} (data.{setting})" for setting, count in dropped.items()) or "0",
+    )
     for split in ("train", "valid", "test"):
         sources = figures["sources"].get(split)
         detail = f" ({sources:,} sources)" if sources is not None else ""
@@ -30,6 +35,7 @@ def stats_table(figures: dict) -> Table:
     table.add_row("OOV rate test src / tgt", f"{oov['test_src']:.2%} / {oov['test_tgt']:.2%}")
     batching = figures["batching"]
     table.add_row("train batches (mean sentences each)", f"{batching['batches']:,} ({batching['mean_sentences']:.1f})")
+    table.add_row("train pairs longer than data.batch_tokens alone (left out)", f"{batching['over_budget']:,}")
     table.add_row(
         "padding: bucketed / random batches",
         f"{batching['padding_bucketed']:.1%} / {batching['padding_random']:.1%}",

@@ -218,6 +218,18 @@ class Trainer:
         self.display = ProgressDisplay(
             total_steps=config.train.max_steps, total_minutes=config.train.max_minutes, enabled=self.context.is_main
         )
+        self._warn_about_left_out_pairs()
+
+    def _warn_about_left_out_pairs(self) -> None:
+        dropped = self.bundle.splits.dropped_summary()
+        if dropped:
+            self.say(f"warning: {dropped}")
+        over_budget = len(self.sampler.over_budget)
+        if over_budget:
+            self.say(
+                f"warning: {over_budget:,} training pairs are longer on their own than data.batch_tokens "
+                f"({self.config.data.batch_tokens:,} padded tokens) and are left out of every batch"
+            )
 
     def say(self, message: str) -> None:
         """A line for the user: above the progress bar when there is one."""

@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import http.server
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -72,6 +73,25 @@ def test_missing_file(tmp_path, capsys):
     [line] = errors(capsys, config(tmp_path), "--set", f"data.train={tmp_path / 'nope'}")
     assert line.startswith(f"{tmp_path / 'nope.en'}: file not found (nor nope.en.gz); ")
     assert "data.train must be a path prefix, completed by .en or .en.gz" in line
+
+
+def test_a_prefix_that_names_a_directory(tmp_path, capsys):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    [line] = errors(capsys, config(tmp_path), "--set", f"data.train={folder}")
+    assert line.startswith(f"data.train: {folder} is a directory; give a path prefix such as {folder / 'train'}")
+
+
+def test_a_min_freq_above_every_count_is_named_with_the_largest_count(tmp_path, capsys):
+    put(tmp_path / "train.en", "a b\na c\nb d\nd e\n")
+    put(tmp_path / "train.fr", "x\ny\nz\nw\n")
+    settings = ["--set", f"data.train={tmp_path / 'train'}", "--set", "data.min_freq=9"]
+    [line] = errors(capsys, config(tmp_path), *settings)
+    assert re.fullmatch(
+        r"data\.min_freq: 9 leaves the source vocabulary without a single token "
+        r"\(the most frequent training token occurs [12] times\); lower data\.min_freq",
+        line,
+    )
 
 
 def test_line_counts_differ(tmp_path, capsys):

@@ -183,7 +183,7 @@ def test_parallel_files_with_prefix_and_gzip(tmp_path):
 
 
 def test_training_filters_leave_valid_and_test_alone(tmp_path):
-    lines = ["a\tb", "a b c d\tb", "a\tb c d e", "x y\tz w", "p\tq", "long long long\tlong long long"]
+    lines = ["a\tb", "a b c d\tb", "a\tb c d e", "x y\tz w", "p\tq", "long long long\tlong long long", "q\tr s t"]
     put(tmp_path / "train.tsv", "\n".join(lines) + "\n")
     put(tmp_path / "test.tsv", "a b c d e f\tg\n")
     held_out = str(tmp_path / "test.tsv")
@@ -198,6 +198,11 @@ def test_training_filters_leave_valid_and_test_alone(tmp_path):
     )
     splits = corpora.load_corpus(cfg)
     assert splits.train == [("a", "b"), ("x y", "z w"), ("p", "q"), ("long long long", "long long long")]
+    assert splits.dropped == {"max_src_tokens": 1, "max_tgt_tokens": 1, "max_length_ratio": 1}
+    assert splits.dropped_summary() == (
+        "3 training pairs dropped by the length filters "
+        "(1 by data.max_src_tokens, 1 by data.max_tgt_tokens, 1 by data.max_length_ratio)"
+    )
     assert splits.test == [corpora.Example("a b c d e f", ("g",))]
 
 

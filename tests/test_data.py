@@ -1,16 +1,16 @@
 """Batching: every example once per epoch, budgets kept, order reproducible and resumable."""
 
 import itertools
+import json
 import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attnmt.cli import main
 from attnmt.data import TokenBatchSampler, collate, pad_sequences
 from attnmt.stats import padding_ratio
 from attnmt.vocab import BOS, EOS, PAD
-
-lengths_strategy = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)), min_size=1, max_size=300)
 
 
 def make_sampler(pairs, **kwargs):
@@ -21,16 +21,20 @@ def make_sampler(pairs, **kwargs):
 
 
 @settings(max_examples=60, deadline=None)
-@given(lengths_strategy, st.booleans(), st.integers(0, 3))
-def test_each_example_exactly_once_and_budget_kept(pairs, shuffle, epoch):
+@given(
+    st.lists(st.tuples(st.integers(1, 250), st.integers(1, 250)), min_size=1, max_size=300),
+    st.booleans(),
+    st.integers(0, 3),
+)
+def test_each_example_once_and_no_batch_over_the_budget(pairs, shuffle, epoch):
     sampler, src_lengths, tgt_lengths = make_sampler(pairs, shuffle=shuffle, max_sentences=16)
     batches = sampler.batches(epoch)
-    assert sorted(itertools.chain.from_iterable(batches)) == list(range(len(pairs)))
+    batched = list(itertools.chain.from_iterable(batches))
+    assert sorted(batched + sampler.over_budget) == list(range(len(pairs)))
+    assert sampler.over_budget == [i for i in range(len(pairs)) if max(src_lengths[i], tgt_lengths[i] + 1) > 200]
     for batch in batches:
         assert 1 <= len(batch) <= 16
-        longest = max(max(src_lengths[i], tgt_lengths[i] + 1) for i in batch)
-        # a lone over-budget sentence is allowed its own batch; otherwise the padded size fits
-        assert len(batch) == 1 or longest * len(batch) <= 200
+        assert max(max(src_lengths[i], tgt_lengths[i] + 1) for i in batch) * len(batch) <= 200
 
 
 def test_order_is_a_function_of_seed_and_epoch():
@@ -86,3 +90,17 @@ def test_collate_shifts_targets_and_pads():
 def test_pad_sequences_shapes():
     padded, lengths = pad_sequences([[1], [2, 3, 4]])
     assert padded.shape == (2, 3) and lengths.tolist() == [1, 3]
+
+
+def test_data_stats_counts_the_pairs_the_length_filters_dropped(tmp_path, corpus_with_a_huge_line, capsys):
+    folder = corpus_with_a_huge_line
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"data:\n  corpus: tsv\n  train: {folder / 'train.tsv'}\n  valid: {folder / 'valid.tsv'}\n"
+        f"  test: {folder / 'valid.tsv'}\n  max_length_ratio: null\n"
+    )
+    out = tmp_path / "stats.json"
+    assert main(["data", "stats", str(config), "--json", str(out)]) == 0
+    assert "1 (data.max_src_tokens)" in capsys.readouterr().out
+    figures = json.loads(out.read_text())
+    assert figures["dropped_by_length"] == {"max_src_tokens": 1} and figures["pairs"]["train"] == 200

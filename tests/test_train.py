@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 
 from attnmt import train as train_module
 from attnmt.checkpoint import load_trainer_state, read_index, resolve_checkpoint
+from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.train import TrainingDiverged, fit
 from attnmt.utils import Interrupted, UserError
@@ -155,6 +156,41 @@ def test_sigterm_writes_a_resumable_checkpoint(tmp_path):
     assert step >= 5 and read_index(run_dir).best is None
     summary = fit(tiny_config(run_dir, f"train.max_steps={step + 3}"), resume=True, log=quiet)
     assert summary["steps"] == step + 3
+
+
+def tsv_config(folder: Path, run_dir: Path, *overrides: str):
+    data = ["data.corpus=tsv", f"data.train={folder / 'train.tsv'}", f"data.valid={folder / 'valid.tsv'}"]
+    data.append(f"data.test={folder / 'valid.tsv'}")
+    return load_config(None, [*TINY[3:], *data, f"train.run_dir={run_dir}", "train.max_steps=3", *overrides])
+
+
+def test_a_200000_token_line_is_dropped_with_a_warning_and_training_takes_seconds(tmp_path, corpus_with_a_huge_line):
+    folder = corpus_with_a_huge_line
+    lines = []
+    started = time.perf_counter()
+    summary = fit(tsv_config(folder, tmp_path / "run"), log=lines.append)
+    assert summary["steps"] == 3 and time.perf_counter() - started < 60
+    assert "warning: 1 training pairs dropped by the length filters (1 by data.max_src_tokens)" in lines
+
+
+def test_without_length_limits_a_pair_over_the_batch_budget_is_left_out_with_a_warning(
+    tmp_path, corpus_with_a_huge_line
+):
+    folder = corpus_with_a_huge_line
+    unlimited = ["data.max_src_tokens=null", "data.max_tgt_tokens=null", "data.max_length_ratio=null"]
+    lines = []
+    summary = fit(tsv_config(folder, tmp_path / "run", *unlimited), log=lines.append)
+    assert summary["steps"] == 3
+    assert any("1 training pairs are longer on their own than data.batch_tokens (300 padded" in line for line in lines)
+
+
+def test_the_training_log_keeps_one_line_per_event_outside_a_terminal(tmp_path, capsys):
+    settings = [*TINY, f"train.run_dir={tmp_path / 'run [1]'}", "train.max_steps=2", "train.valid_every=2"]
+    assert main(["train", *[a for o in settings for a in ("--set", o)]]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    validation = [line for line in lines if line.startswith("validation at step 2:")]
+    assert len(validation) == 1 and validation[0].endswith("(best)") and len(validation[0]) > 80
+    assert not any(line.strip() == "(best)" for line in lines)
 
 
 # `attnmt train` whose fifth step never ends (after steps 2 and 4 saved checkpoints).
