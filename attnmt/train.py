@@ -50,6 +50,7 @@ class Progress:
     best_score: float | None = None
     bad_validations: int = 0
     plateau_scale: float = 1.0  # reduce-on-plateau factor applied to the scheduled lr
+    skipped_steps: int = 0  # fp16: steps the gradient scaler skipped (gradients overflowed)
     history: list[float] = field(default_factory=list)  # validation scores, oldest first
 
 
@@ -68,10 +69,15 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: flo
 def _autocast(device: torch.device, precision: str):
     if precision == "fp32":
         return nullcontext()
-    if precision == "fp16" and device.type != "cuda":
-        raise UserError("train.precision: fp16 needs a CUDA device; use bf16 or fp32")
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def _grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler:
+    """fp16 has 5 exponent bits: small gradients underflow to zero unless the loss is scaled up
+    before backward (and the gradients down before the step). The scaler skips a step whose
+    gradients overflowed and lowers the scale. A no-op for fp32 and bf16 (bf16 has fp32's range)."""
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
 
 @torch.no_grad()
@@ -123,9 +129,10 @@ def _prepare_run_dir(config: Config, bundle: DataBundle, resume: bool, is_main: 
     return run_dir
 
 
-def _trainer_state(optimizer: torch.optim.Optimizer, progress: Progress) -> dict:
+def _trainer_state(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, progress: Progress) -> dict:
     state = {
         "optimizer": optimizer.state_dict(),
+        "grad_scaler": scaler.state_dict(),
         "progress": asdict(progress),
         "torch_rng": torch.get_rng_state(),
         "python_rng": random.getstate(),
@@ -135,10 +142,12 @@ def _trainer_state(optimizer: torch.optim.Optimizer, progress: Progress) -> dict
     return state
 
 
-def _restore(checkpoint: Path, model, optimizer: torch.optim.Optimizer) -> Progress:
+def _restore(checkpoint: Path, model, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler) -> Progress:
     load_weights(model, checkpoint)
     state = load_trainer_state(checkpoint)
     optimizer.load_state_dict(state["optimizer"])
+    if state.get("grad_scaler"):  # empty when the run was not fp16
+        scaler.load_state_dict(state["grad_scaler"])
     torch.set_rng_state(state["torch_rng"])
     version, internal, gauss = state["python_rng"]
     random.setstate((version, tuple(internal), gauss))
@@ -209,9 +218,11 @@ class Trainer:
         distributed.barrier(self.context)
         self.model = build_model(config.model, len(self.bundle.src_vocab), len(self.bundle.tgt_vocab)).to(self.device)
         self.optimizer = _optimizer(self.model, config)
+        self.scaler = _grad_scaler(self.device, config.train.precision)
         self.progress = Progress()
         if resume:
-            self.progress = _restore(resolve_checkpoint(self.run_dir, "last"), self.model, self.optimizer)
+            checkpoint = resolve_checkpoint(self.run_dir, "last")
+            self.progress = _restore(checkpoint, self.model, self.optimizer, self.scaler)
         self.metrics = MetricsLog(self.run_dir, self.progress.step if resume else None, self.context.is_main)
         self.ddp_model = distributed.wrap(self.model, self.context, self.device)
         self.sampler = self.bundle.sampler(config.data, shuffle=True, seed=config.train.seed)
@@ -245,7 +256,7 @@ class Trainer:
             self.run_dir,
             self.progress.step,
             self.model,
-            _trainer_state(self.optimizer, self.progress),
+            _trainer_state(self.optimizer, self.scaler, self.progress),
             meta,
             score=score,
             higher_is_better=higher,
@@ -280,12 +291,23 @@ class Trainer:
                 f"{path or self.run_dir}; try a lower train.lr or train.clip_grad_norm"
             )
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        self.scaler.scale(loss).backward()
         if train.clip_grad_norm:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), train.clip_grad_norm)
-        self.optimizer.step()
+        self._step_optimizer()
         self.progress.tokens += global_tokens
         return loss.detach()
+
+    def _step_optimizer(self) -> None:
+        if not self.scaler.is_enabled():
+            self.optimizer.step()
+            return
+        scale = self.scaler.get_scale()
+        self.scaler.step(self.optimizer)  # skipped when a gradient is inf or NaN
+        self.scaler.update()
+        if self.scaler.get_scale() < scale:
+            self.progress.skipped_steps += 1
 
     def run(self) -> dict:
         """Train until a limit, early stopping or a signal; validate and checkpoint on the way."""
@@ -339,6 +361,9 @@ class Trainer:
             "tokens_per_s": tokens / max(1e-9, now - window["time"]),
             "elapsed": self.progress.elapsed,
         }
+        if self.scaler.is_enabled():
+            record["skipped_steps"] = self.progress.skipped_steps
+            record["loss_scale"] = self.scaler.get_scale()
         self.metrics.write(record)
         self.display.update(
             step=record["step"],
@@ -351,6 +376,7 @@ class Trainer:
             self.log(
                 f"step {record['step']:>6}  epoch {record['epoch']}  loss {record['train_loss']:.3f}  "
                 f"lr {record['lr']:.2e}  {record['tokens_per_s']:,.0f} tok/s  {record['elapsed'] / 60:.1f} min"
+                + (f"  fp16 steps skipped {record['skipped_steps']}" if "skipped_steps" in record else "")
             )
         window.update(loss=0.0, steps=0, tokens=self.progress.tokens, time=now)
 

@@ -1,6 +1,7 @@
 """Training: exact resume, repeatable runs, DDP equals one process, clean stops."""
 
 import json
+import math
 import os
 import signal
 import socket
@@ -254,13 +255,27 @@ def test_one_signal_and_a_step_that_outlasts_the_grace_period_end_the_run(tmp_pa
     assert_resumable_from_step_4(run_dir)
 
 
-def test_bf16_autocast_trains_on_the_cpu_and_fp16_needs_cuda(tmp_path):
-    summary = fit(tiny_config(tmp_path / "bf16", "train.max_steps=3", "train.precision=bf16"), log=quiet)
-    assert summary["steps"] == 3
-    assert all(torch.isfinite(torch.tensor(v)) for v in train_losses(tmp_path / "bf16").values())
-    if not torch.cuda.is_available():
-        with pytest.raises(UserError, match="fp16 needs a CUDA device"):
-            fit(
-                tiny_config(tmp_path / "fp16", "train.max_steps=3", "train.precision=fp16", "train.device=cpu"),
-                log=quiet,
-            )
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_half_precision_trains_and_resumes_bit_for_bit(tmp_path, precision):
+    settings = (f"train.precision={precision}", *RANDOMNESS)
+    fit(tiny_config(tmp_path / "whole", "train.max_steps=12", *settings), log=quiet)
+    fit(tiny_config(tmp_path / "split", "train.max_steps=7", *settings), log=quiet)
+    fit(tiny_config(tmp_path / "split", "train.max_steps=12", *settings), resume=True, log=quiet)
+    whole = train_losses(tmp_path / "whole")
+    assert whole == train_losses(tmp_path / "split") and len(whole) == 12
+    assert all(math.isfinite(loss) for loss in whole.values())
+    assert whole[12] < whole[1]
+
+
+def test_fp16_scales_the_loss_and_skips_steps_whose_gradients_overflow(tmp_path):
+    config = tiny_config(tmp_path / "run", "train.max_steps=4", "train.precision=fp16", "model.dropout=0.0")
+    trainer = train_module.Trainer(config, resume=False, data_dir=None, log=quiet)
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)  # every fp16 gradient overflows
+    before = {name: tensor.clone() for name, tensor in trainer.model.state_dict().items()}
+    trainer.run()
+    assert trainer.progress.skipped_steps == 4
+    for name, tensor in trainer.model.state_dict().items():
+        assert torch.equal(tensor, before[name]), name  # a skipped step changes no weight
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["skipped_steps"] for r in records if "train_loss" in r] == [1, 2, 3, 4]
+    assert records[-2]["loss_scale"] == 2.0**96
