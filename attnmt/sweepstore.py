@@ -59,6 +59,11 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:  # someone else's process: alive
         return True
+    # A killed worker stays a zombie until the sweep's main process reaps it (it joins its
+    # workers in order): its pid answers, but nothing runs. Where /proc tells, that is gone.
+    with contextlib.suppress(OSError, IndexError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
     return True
 
 
@@ -73,7 +78,7 @@ def is_stale(trial: FrozenTrial, now: float | None = None, *, claims_locked: boo
     # in this process (or a reused pid), never one this process is running.
     if attrs.get("host") == HOST and "pid" in attrs and (attrs["pid"] == os.getpid() or not _alive(attrs["pid"])):
         return True
-    # Elsewhere (and for a killed worker that is still an unreaped zombie here) only the heartbeat tells.
+    # Elsewhere (and for a zombie where /proc cannot tell) only the heartbeat tells.
     started = trial.datetime_start.timestamp() if trial.datetime_start else 0.0
     return (now or time.time()) - attrs.get("heartbeat", started) > STALE_SECONDS
 

@@ -194,6 +194,21 @@ def test_the_training_log_keeps_one_line_per_event_outside_a_terminal(tmp_path, 
     assert not any(line.strip() == "(best)" for line in lines)
 
 
+def test_tensorboard_event_files_hold_the_logged_scalars(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = tmp_path / "run"
+    fit(tiny_config(run_dir, "train.max_steps=4", "train.valid_every=2"), log=quiet)
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    assert {"train_loss", "lr", "tokens_per_s", "valid_loss", "valid_bleu"} <= set(events.Tags()["scalars"])
+    logged = train_losses(run_dir)
+    read_back = {event.step: event.value for event in events.Scalars("train_loss")}
+    assert read_back.keys() == logged.keys() == {1, 2, 3, 4}
+    assert all(math.isclose(read_back[step], logged[step], rel_tol=1e-6) for step in logged)  # stored as float32
+    assert [event.step for event in events.Scalars("valid_loss")] == [2, 4]
+
+
 # `attnmt train` whose fifth step never ends (after steps 2 and 4 saved checkpoints).
 STALLING_TRAIN = """
 import sys, time
