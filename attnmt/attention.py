@@ -61,8 +61,9 @@ def _steps(query: torch.Tensor) -> tuple[torch.Tensor, bool]:
 def _dot_scores(query: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
     """query (B, T, H_q) . projected_keys (B, S, H_q) -> scores (B, T, S).
 
-    One step multiplies and sums: on the CPU its backward is 2-9x faster than that of a bmm
-    of (B, 1, H) by (B, H, S), which runs B small outer products. Many steps are one bmm.
+    One step multiplies and sums: on the CPU its backward is faster than that of a bmm of
+    (B, 1, H) by (B, H, S), which runs B small outer products (`python -m benchmarks.kernels`
+    measures both). Many steps are one bmm.
     """
     if query.shape[1] == 1:
         return (projected_keys * query).sum(dim=-1).unsqueeze(1)  # (B, S, H_q) -> (B, 1, S)

@@ -171,14 +171,11 @@ TRANSLATE_CHUNK = 1000  # lines translated (and written) at a time: output strea
 GRID_SENTENCES = 6
 
 
-def _search_options(args: argparse.Namespace, translator) -> dict:
-    """Beam/n-best/penalty from the arguments, checked before any input is read."""
-    from attnmt.translate import check_search_options
-
-    beam = translator.config.decode.beam_size if args.beam is None else args.beam
-    n_best = getattr(args, "n_best", 1)
-    check_search_options(beam, n_best, args.length_penalty)
-    return {"beam_size": beam, "n_best": n_best, "length_penalty": args.length_penalty}
+def _search_options(args: argparse.Namespace, translator):
+    """The run's SearchOptions with the arguments' beam/n-best/penalty, checked before any input is read."""
+    return translator.search_options(
+        beam_size=args.beam, n_best=getattr(args, "n_best", None), length_penalty=args.length_penalty
+    )
 
 
 def _sentence_chunks(args: argparse.Namespace) -> Iterator[list[str]]:
@@ -217,7 +214,7 @@ def _run_translate(args: argparse.Namespace) -> None:
     done, shown = 0, []
     with _output_stream(args.output) as out:
         for chunk in _sentence_chunks(args):
-            translations = translator.translate(chunk, first_number=done + 1, **options)
+            translations = translator.translate(chunk, options, first_number=done + 1)
             if args.n_best > 1:
                 lines = nbest_lines(translations, first_index=done)
             else:
@@ -263,10 +260,9 @@ def _evaluate_runs(args: argparse.Namespace, console: Console) -> list[tuple[str
         translator = Translator.from_checkpoint(run, which=args.checkpoint, device=args.device)
         options = _search_options(args, translator)
         examples = _examples(args, translator, cache)
-        note = f"{name}: {translator.checkpoint}, {len(examples):,} sentences, beam {options['beam_size']}"
+        note = f"{name}: {translator.checkpoint}, {len(examples):,} sentences, beam {options.beam_size}"
         console.print(note, style="dim", markup=False, highlight=False)
-        options.pop("n_best")
-        results.append((name, translator.checkpoint, evaluate(translator, examples, **options)))
+        results.append((name, translator.checkpoint, evaluate(translator, examples, options)))
     return results
 
 
@@ -336,7 +332,7 @@ def _plot_attention(args: argparse.Namespace) -> Path:
     from attnmt.translate import Translator, heatmap, heatmap_grid
 
     translator = Translator.from_checkpoint(args.run_dir, which=args.checkpoint, device=args.device)
-    translations = translator.translate(args.sentences, **_search_options(args, translator))
+    translations = translator.translate(args.sentences, _search_options(args, translator))
     if len(translations) == 1:
         return heatmap(translations[0], args.output, title=translations[0].text)
     return heatmap_grid(translations, args.output)

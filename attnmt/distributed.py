@@ -55,10 +55,6 @@ def wrap(model: torch.nn.Module, context: Context, device: torch.device) -> torc
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
 
-def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
-
-
 def barrier(context: Context) -> None:
     if context.active:
         dist.barrier()

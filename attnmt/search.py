@@ -20,7 +20,47 @@ from typing import Any, Protocol
 
 import torch
 
+from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS, PAD
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How to search, under the names of the config's `decode` section.
+
+    beam_size 1 with n_best 1 is greedy search. length_penalty is GNMT's alpha (0 ranks by raw
+    log-probability). Each sentence may produce at most max_length_a * source length +
+    max_length_b tokens, EOS included. Impossible settings are a UserError saying why.
+    """
+
+    beam_size: int = 1
+    n_best: int = 1
+    length_penalty: float = 1.0
+    max_length_a: float = 1.5
+    max_length_b: int = 10
+
+    def __post_init__(self) -> None:
+        if self.length_penalty < 0:
+            raise UserError(f"length penalty must be >= 0 (0 = raw log-probability), got {self.length_penalty}")
+        if self.beam_size < 1:
+            raise UserError(f"beam size must be at least 1, got {self.beam_size}")
+        if self.n_best < 1:
+            raise UserError(f"n-best must be at least 1, got {self.n_best}")
+        if self.n_best > self.beam_size:
+            raise UserError(
+                f"n-best ({self.n_best}) cannot exceed the beam size ({self.beam_size}); raise the beam size"
+            )
+        if self.max_length_a < 0 or self.max_length_b < 1:
+            raise UserError(
+                f"need max_length_a >= 0 and max_length_b >= 1, got {self.max_length_a} and {self.max_length_b}"
+            )
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.beam_size == 1 and self.n_best == 1
+
+
+GREEDY = SearchOptions()
 
 
 class StepModel(Protocol):
@@ -79,9 +119,10 @@ def _hypothesis(tokens: torch.Tensor, attention: torch.Tensor, log_prob: float, 
 
 @torch.no_grad()
 def greedy(
-    model: StepModel, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_a: float = 1.5, max_len_b: int = 10
+    model: StepModel, src: torch.Tensor, src_lengths: torch.Tensor, options: SearchOptions = GREEDY
 ) -> list[Hypothesis]:
     """Greedy decoding of a batch: src (B, S) long, src_lengths (B,) -> one Hypothesis per sentence.
+    Of the options only the length limit applies.
 
     A sentence leaves the batch at its EOS: the model then steps only the unfinished rows
     (in sorted batches about a third of the rows would otherwise be finished ones).
@@ -90,7 +131,7 @@ def greedy(
     batch_size, device = src.size(0), src.device
     encoder_output = model.encode(src, src_lengths)
     state = model.init_state(encoder_output)
-    limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)  # (B,)
+    limits = max_lengths(src_lengths, options.max_length_a, options.max_length_b).to(device)  # (B,)
     max_limit = int(limits.max())
     active = torch.arange(batch_size, device=device)  # (B_a,) batch rows still decoding
     prev = torch.full((batch_size,), BOS, dtype=torch.long, device=device)  # (B_a,)
@@ -198,15 +239,7 @@ def _empty_finished(batch_size: int, beam: int, max_length: int, src_len: int, d
 
 @torch.no_grad()
 def beam_search(
-    model: StepModel,
-    src: torch.Tensor,
-    src_lengths: torch.Tensor,
-    *,
-    beam_size: int = 5,
-    n_best: int = 1,
-    alpha: float = 1.0,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
+    model: StepModel, src: torch.Tensor, src_lengths: torch.Tensor, options: SearchOptions
 ) -> list[list[Hypothesis]]:
     """Beam search of a batch: src (B, S), src_lengths (B,) -> per sentence its n_best hypotheses, best first.
 
@@ -214,13 +247,11 @@ def beam_search(
     sentences still searched.
     """
     assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
-    if beam_size < 1 or not 1 <= n_best <= beam_size:
-        raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got {beam_size} and {n_best}")
-    batch_size, src_len, device, beam = src.size(0), src.size(1), src.device, beam_size
+    batch_size, src_len, device, beam = src.size(0), src.size(1), src.device, options.beam_size
     encoder_output = model.encode(src, src_lengths)
     encoder_output = encoder_output.index_select(torch.arange(batch_size, device=device).repeat_interleave(beam))
     state = model.init_state(encoder_output)  # (B_a*K) rows
-    limits = max_lengths(src_lengths, max_len_a, max_len_b).to(device)  # (B_a,)
+    limits = max_lengths(src_lengths, options.max_length_a, options.max_length_b).to(device)  # (B_a,)
     max_limit = int(limits.max())
     start = torch.full((batch_size, beam), float("-inf"), device=device)
     start[:, 0] = 0.0  # all K beams start identical: keep one alive so the first step does not repeat it K times
@@ -246,7 +277,7 @@ def beam_search(
         candidate_attention = torch.cat([_gather_beams(beams.attention, origin), step_attention[:, :, None]], dim=2)
         is_eos = token == EOS
         finishing = is_eos & first_k & (candidate_log_probs > float("-inf"))
-        penalty = length_penalty(torch.tensor(step + 1), alpha)
+        penalty = length_penalty(torch.tensor(step + 1), options.length_penalty)
         finished = _merge_finished(
             finished,
             torch.where(finishing, candidate_log_probs / penalty, float("-inf")),
@@ -272,7 +303,7 @@ def beam_search(
             (keep[:, None] * beam + origin.gather(1, pick)).view(-1)
         )  # old rows of the new beams
         prev = beams.tokens[:, :, -1].reshape(-1)
-    return _collect(results, src_lengths, n_best)
+    return _collect(results, src_lengths, options.n_best)
 
 
 def _collect(finished: _Finished, src_lengths: torch.Tensor, n_best: int) -> list[list[Hypothesis]]:
@@ -295,20 +326,16 @@ def _collect(finished: _Finished, src_lengths: torch.Tensor, n_best: int) -> lis
 def decode_all(
     model: StepModel,
     src_ids: Sequence[Sequence[int]],
+    options: SearchOptions = GREEDY,
     *,
     batch_size: int = 64,
     device: torch.device | str = "cpu",
-    beam_size: int = 1,
-    n_best: int = 1,
-    alpha: float = 1.0,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
 ) -> list[list[Hypothesis]]:
     """Decode many id sequences in length-sorted batches; results come back in input order.
 
     Sorting by length keeps padding low; since results do not depend on the batch, the order
     changes nothing but speed. Empty sources get one empty hypothesis without running the model.
-    Greedy search is used when beam_size == n_best == 1.
+    Greedy search is used when the options ask for one hypothesis of a beam of one.
     """
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0, torch.zeros(0, 0))] for _ in src_ids]
     order = sorted((i for i, ids in enumerate(src_ids) if len(ids) > 0), key=lambda i: len(src_ids[i]))
@@ -319,19 +346,10 @@ def decode_all(
         for row, i in enumerate(chunk):
             src[row, : len(src_ids[i])] = torch.as_tensor(src_ids[i], dtype=torch.long)
         src, lengths = src.to(device), lengths.to(device)
-        if beam_size == 1 and n_best == 1:
-            batch_results = [[h] for h in greedy(model, src, lengths, max_len_a=max_len_a, max_len_b=max_len_b)]
+        if options.is_greedy:
+            batch_results = [[h] for h in greedy(model, src, lengths, options)]
         else:
-            batch_results = beam_search(
-                model,
-                src,
-                lengths,
-                beam_size=beam_size,
-                n_best=n_best,
-                alpha=alpha,
-                max_len_a=max_len_a,
-                max_len_b=max_len_b,
-            )
+            batch_results = beam_search(model, src, lengths, options)
         for i, hypotheses in zip(chunk, batch_results, strict=True):
             results[i] = hypotheses
     return results

@@ -384,7 +384,9 @@ def _test_results(path: Path, config: Config, bundle, plan: Plan) -> dict:
     translator = Translator.from_checkpoint(path, which="best", device=config.train.device)
     beam = plan.spec.test_beam_size or config.decode.beam_size
     buckets = plan.spec.length_buckets or DEFAULT_LENGTH_BUCKETS
-    evaluation = evaluate(translator, bundle.test.examples, beam_size=beam, length_buckets=buckets)
+    evaluation = evaluate(
+        translator, bundle.test.examples, translator.search_options(beam_size=beam), length_buckets=buckets
+    )
     return {
         "test_bleu": evaluation.bleu.score,
         "test_chrf": evaluation.chrf.score,

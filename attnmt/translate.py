@@ -32,7 +32,7 @@ from attnmt.metrics import (
 )
 from attnmt.model import build_model
 from attnmt.plot import attention_grid, attention_heatmap
-from attnmt.search import decode_all
+from attnmt.search import SearchOptions, decode_all
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError, choose_device
 
@@ -65,18 +65,6 @@ class Translation:
     log_prob: float  # summed log-probability of the tokens and </s>
     attention: torch.Tensor
     alternatives: list[Translation] = field(default_factory=list)
-
-
-def check_search_options(beam_size: int, n_best: int, length_penalty: float | None = None) -> None:
-    """Search settings the search accepts, or a UserError saying why not."""
-    if length_penalty is not None and length_penalty < 0:
-        raise UserError(f"length penalty must be >= 0 (0 = raw log-probability), got {length_penalty}")
-    if beam_size < 1:
-        raise UserError(f"beam size must be at least 1, got {beam_size}")
-    if n_best < 1:
-        raise UserError(f"n-best must be at least 1, got {n_best}")
-    if n_best > beam_size:
-        raise UserError(f"n-best ({n_best}) cannot exceed the beam size ({beam_size}); raise the beam size")
 
 
 def _rows(attention: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
@@ -127,22 +115,33 @@ class Translator:
     def run_dir(self) -> Path:
         return run_dir_of(self.checkpoint)
 
+    def search_options(self, **overrides) -> SearchOptions:
+        """The run's `decode` settings as SearchOptions, with `overrides` (None keeps a setting);
+        impossible settings are a UserError."""
+        decode = self.config.decode
+        settings = {
+            "beam_size": decode.beam_size,
+            "n_best": 1,
+            "length_penalty": decode.length_penalty,
+            "max_length_a": decode.max_length_a,
+            "max_length_b": decode.max_length_b,
+        }
+        settings.update({key: value for key, value in overrides.items() if value is not None})
+        return SearchOptions(**settings)
+
     def translate(
         self,
         sentences: Sequence[str],
+        options: SearchOptions | None = None,
         *,
-        beam_size: int | None = None,
-        n_best: int = 1,
-        length_penalty: float | None = None,
         first_number: int = 1,
         warn: Callable[[str], None] = _warn,
     ) -> list[Translation]:
-        """One Translation per sentence, in order. Empty or blank sentences give empty
-        translations; sources over MAX_SOURCE_TOKENS are truncated with a warning that names
-        the sentence (numbered from `first_number`)."""
-        decode = self.config.decode
-        beam_size = decode.beam_size if beam_size is None else beam_size
-        check_search_options(beam_size, n_best, length_penalty)
+        """One Translation per sentence, in order, searched as `options` say (default: the run's
+        decode settings). Empty or blank sentences give empty translations; sources over
+        MAX_SOURCE_TOKENS are truncated with a warning that names the sentence (numbered from
+        `first_number`)."""
+        options = self.search_options() if options is None else options
         source_tokens = [self.codec.source_tokens(sentence) for sentence in sentences]
         for index, tokens in enumerate(source_tokens):
             if len(tokens) > MAX_SOURCE_TOKENS:
@@ -154,13 +153,9 @@ class Translator:
         hypotheses = decode_all(
             self.model,
             [self.codec.src_vocab.encode(tokens) for tokens in source_tokens],
-            batch_size=decode.batch_size,
+            options,
+            batch_size=self.config.decode.batch_size,
             device=self.device,
-            beam_size=beam_size,
-            n_best=n_best,
-            alpha=decode.length_penalty if length_penalty is None else length_penalty,
-            max_len_a=decode.max_length_a,
-            max_len_b=decode.max_length_b,
         )
         results = []
         for sentence, tokens, candidates in zip(sentences, source_tokens, hypotheses, strict=True):
@@ -258,12 +253,12 @@ class Evaluation:
 def evaluate(
     translator: Translator,
     examples: Sequence[Example],
+    options: SearchOptions | None = None,
     *,
-    beam_size: int | None = None,
-    length_penalty: float | None = None,
     length_buckets: Sequence[int] = DEFAULT_LENGTH_BUCKETS,
 ) -> Evaluation:
-    """Translate the examples' sources and score them against all their references.
+    """Translate the examples' sources (searched as `options` say; default: the run's decode
+    settings) and score them against all their references.
 
     Source lengths for the buckets are word tokens (whatever the model's tokenizer), and the
     tokenized BLEU word-tokenizes and lowercases both sides, so both compare across models.
@@ -273,7 +268,7 @@ def evaluate(
     data = translator.config.data
     sources = [example.src for example in examples]
     references = [tuple(example.refs) for example in examples]
-    translations = translator.translate(sources, beam_size=beam_size, length_penalty=length_penalty)
+    translations = translator.translate(sources, options)
     hypotheses = [t.text for t in translations]
     words = WordTokenizer(data.tgt_lang, lowercase=True)
     source_words = WordTokenizer(data.src_lang)

@@ -14,6 +14,7 @@ this checkout's model (the `StepModel` interface).
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import statistics
 import subprocess
@@ -52,8 +53,14 @@ def search_at(revision: str) -> ModuleType:
 
 
 def timed_decode(module: ModuleType, model, sources: list[list[int]], beam_size: int) -> tuple[float, list]:
+    """Seconds to decode `sources` with the module's `decode_all` (length penalty 1, length limit
+    1.5 S + 10), whichever way its version takes the search settings."""
+    if hasattr(module, "SearchOptions"):
+        call = functools.partial(module.decode_all, model, sources, module.SearchOptions(beam_size=beam_size))
+    else:  # before SearchOptions: the settings were keyword arguments with the same defaults
+        call = functools.partial(module.decode_all, model, sources, beam_size=beam_size)
     start = time.perf_counter()
-    results = module.decode_all(model, sources, batch_size=64, beam_size=beam_size)
+    results = call(batch_size=64)
     return time.perf_counter() - start, [hypotheses[0].tokens for hypotheses in results]
 
 

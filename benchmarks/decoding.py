@@ -16,7 +16,7 @@ from attnmt.checkpoint import load_weights, resolve_checkpoint, run_dir_of
 from attnmt.config import Config, load_config
 from attnmt.data import TextCodec, pad_sequences
 from attnmt.model import Seq2Seq, build_model
-from attnmt.search import decode_all
+from attnmt.search import SearchOptions, decode_all
 from benchmarks.flops import synchronize
 from benchmarks.measure import combine_repeats, rotated
 from benchmarks.references import REFERENCES
@@ -48,10 +48,11 @@ def _rates(sentences: int, tokens: int, seconds: float, algorithm: str) -> dict:
 def time_attnmt_decoding(model: Seq2Seq, src_ids: list[list[int]], *, beam_size: int, batch_size: int, device) -> dict:
     """attnmt.search.decode_all: length-sorted batches, early exit, EOS forced at 1.5 S + 10."""
     model.eval()
-    decode_all(model, src_ids[:batch_size], batch_size=batch_size, device=device, beam_size=beam_size)
+    options = SearchOptions(beam_size=beam_size)
+    decode_all(model, src_ids[:batch_size], options, batch_size=batch_size, device=device)
     synchronize(device)
     start = time.perf_counter()
-    results = decode_all(model, src_ids, batch_size=batch_size, device=device, beam_size=beam_size)
+    results = decode_all(model, src_ids, options, batch_size=batch_size, device=device)
     synchronize(device)
     seconds = time.perf_counter() - start
     tokens = sum(len(hypotheses[0].tokens) for hypotheses in results)

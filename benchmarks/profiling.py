@@ -19,7 +19,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from attnmt.data import build_data
-from attnmt.search import decode_all
+from attnmt.search import SearchOptions, decode_all
 from attnmt.translate import split_examples
 from attnmt.utils import UserError
 from benchmarks import speed
@@ -57,9 +57,9 @@ def profile_decoding(run_dir: str, beam_size: int, device: torch.device, data_di
     model = model.to(device)
     sources = [codec.encode_source(example.src) for example in split_examples(config.data, "test", data_dir=data_dir)]
     with torch.inference_mode():
-        decode_all(model, sources[:64], beam_size=beam_size, device=device)
+        decode_all(model, sources[:64], SearchOptions(beam_size=beam_size), device=device)
         with profile(activities=_activities(device), record_shapes=shapes) as profiler:
-            decode_all(model, sources, beam_size=beam_size, device=device)
+            decode_all(model, sources, SearchOptions(beam_size=beam_size), device=device)
     return profiler, len(codec.tgt_vocab)
 
 

@@ -143,14 +143,14 @@ def test_reference_searches_return_tokens_without_eos():
 
 def test_d2l_greedy_is_attnmt_greedy_without_early_exit():
     """Same weights, one unpadded sentence: d2l's fixed-length greedy agrees with attnmt's up to EOS."""
-    from attnmt.search import greedy
+    from attnmt.search import SearchOptions, greedy
 
     torch.manual_seed(3)
     cfg = tiny_config("joey")
     model = build_model(cfg, 20, 30).eval()
     reference = d2l.load_attnmt_weights(d2l.Seq2Seq(cfg, 20, 30), model).eval()
     src, lengths = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4])
-    ours = greedy(model, src, lengths, max_len_a=0.0, max_len_b=8)[0].tokens
+    ours = greedy(model, src, lengths, SearchOptions(max_length_a=0.0, max_length_b=8))[0].tokens
     theirs = d2l.greedy(reference, src, lengths, steps=8)[0]
     assert theirs[: len(ours)] == ours
 

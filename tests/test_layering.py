@@ -24,7 +24,7 @@ ALLOWED = {
     "encoder": set(),
     "decoder": {"attention", "vocab"},
     "model": {"attention", "encoder", "decoder", "config", "vocab"},
-    "search": {"model", "vocab", "decoder"},
+    "search": {"utils", "model", "vocab", "decoder"},
     "schedules": set(),
     "runlog": {"utils"},
     "tables": set(),

@@ -9,7 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnmt.search import beam_search, decode_all, greedy, length_penalty
+from attnmt.search import SearchOptions, beam_search, decode_all, greedy, length_penalty
+from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS
 
 A, B_TOKEN = 4, 5  # two real tokens; ids 0-3 are the specials
@@ -69,7 +70,7 @@ def test_beam_finds_the_better_path_greedy_misses():
     model = MarkovModel(table)
     src, lengths = one_source()
     greedy_result = greedy(model, src, lengths)[0]
-    beam_result = beam_search(model, src, lengths, beam_size=2, alpha=0.0)[0][0]
+    beam_result = beam_search(model, src, lengths, SearchOptions(beam_size=2, length_penalty=0.0))[0][0]
     assert greedy_result.tokens[0] == A
     assert beam_result.tokens == [B_TOKEN]
     assert beam_result.log_prob == pytest.approx(math.log(0.4))
@@ -96,8 +97,10 @@ def test_beam_of_one_is_greedy(seed):
     bias = torch.randn(6, 6, generator=torch.Generator().manual_seed(seed))
     model = MarkovModel(random_table(seed), source_bias=bias)
     src, lengths = random_batch(seed)
-    greedy_results = greedy(model, src, lengths, max_len_a=1.0, max_len_b=2)
-    beam_results = beam_search(model, src, lengths, beam_size=1, alpha=0.0, max_len_a=1.0, max_len_b=2)
+    greedy_results = greedy(model, src, lengths, SearchOptions(max_length_a=1.0, max_length_b=2))
+    beam_results = beam_search(
+        model, src, lengths, SearchOptions(beam_size=1, length_penalty=0.0, max_length_a=1.0, max_length_b=2)
+    )
     for g, (b,) in zip(greedy_results, beam_results, strict=True):
         assert g.tokens == b.tokens
         assert g.log_prob == pytest.approx(b.log_prob, abs=1e-5)
@@ -122,14 +125,19 @@ def test_wide_beam_is_exact_search(seed, alpha):
     table = random_table(seed)
     src, lengths = one_source(length=2)
     limit = 2 + 2  # a * S + b with a = 1, b = 2
-    result = beam_search(MarkovModel(table), src, lengths, beam_size=32, alpha=alpha, max_len_a=1.0, max_len_b=2)
+    result = beam_search(
+        MarkovModel(table),
+        src,
+        lengths,
+        SearchOptions(beam_size=32, length_penalty=alpha, max_length_a=1.0, max_length_b=2),
+    )
     assert result[0][0].score == pytest.approx(best_path_by_enumeration(table, limit, alpha), abs=1e-5)
 
 
 def test_n_best_is_sorted_and_scores_are_length_penalized():
     model = MarkovModel(random_table(3))
     src, lengths = random_batch(3)
-    results = beam_search(model, src, lengths, beam_size=4, n_best=3, alpha=0.6)
+    results = beam_search(model, src, lengths, SearchOptions(beam_size=4, n_best=3, length_penalty=0.6))
     for hypotheses in results:
         assert len(hypotheses) == 3
         scores = [h.score for h in hypotheses]
@@ -144,27 +152,37 @@ def test_length_limit_per_sentence_and_attention_rows():
     model = MarkovModel(table)
     src = torch.tensor([[4, 4, 4, 4, 4], [4, 4, 0, 0, 0]])
     lengths = torch.tensor([5, 2])
-    for hypotheses in (greedy(model, src, lengths, max_len_a=1.0, max_len_b=1),):
+    for hypotheses in (greedy(model, src, lengths, SearchOptions(max_length_a=1.0, max_length_b=1)),):
         assert [len(h.tokens) for h in hypotheses] == [5, 2]  # limit a*S+b = 6 and 3, EOS included
         assert hypotheses[1].attention.shape == (3, 2)  # one row per generated token, real positions only
         assert torch.allclose(hypotheses[1].attention.sum(dim=1), torch.ones(3))
-    beams = beam_search(model, src, lengths, beam_size=3, max_len_a=1.0, max_len_b=1)
+    beams = beam_search(model, src, lengths, SearchOptions(beam_size=3, max_length_a=1.0, max_length_b=1))
     assert all(len(h.tokens) + 1 <= limit for (h, *_), limit in zip(beams, [6, 3], strict=True))
 
 
 def test_a_sentence_does_not_depend_on_its_batch():
     model = MarkovModel(random_table(7), source_bias=torch.randn(6, 6, generator=torch.Generator().manual_seed(1)))
     src, lengths = random_batch(7, batch_size=16)
-    together = beam_search(model, src, lengths, beam_size=3, n_best=2)
+    together = beam_search(model, src, lengths, SearchOptions(beam_size=3, n_best=2))
     for i in range(16):
-        alone = beam_search(model, src[i : i + 1, : lengths[i]], lengths[i : i + 1], beam_size=3, n_best=2)[0]
+        alone = beam_search(
+            model, src[i : i + 1, : lengths[i]], lengths[i : i + 1], SearchOptions(beam_size=3, n_best=2)
+        )[0]
         assert [h.tokens for h in alone] == [h.tokens for h in together[i]]
 
 
-def test_invalid_beam_size():
-    src, lengths = one_source()
-    with pytest.raises(ValueError, match="beam_size"):
-        beam_search(MarkovModel(random_table(0)), src, lengths, beam_size=0)
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"beam_size": 0}, "beam size must be at least 1, got 0"),
+        ({"beam_size": 2, "n_best": 3}, r"n-best \(3\) cannot exceed the beam size \(2\)"),
+        ({"n_best": 0}, "n-best must be at least 1"),
+        ({"length_penalty": -0.5}, "length penalty must be >= 0"),
+    ],
+)
+def test_impossible_search_options_are_a_user_error(settings, message):
+    with pytest.raises(UserError, match=message):
+        SearchOptions(**settings)
 
 
 def test_decode_all_returns_input_order_and_handles_empty_sources():
@@ -173,11 +191,11 @@ def test_decode_all_returns_input_order_and_handles_empty_sources():
     id_lists = [src[i, : lengths[i]].tolist() for i in range(9)]
     id_lists.insert(4, [])
     for beam_size in (1, 3):
-        together = decode_all(model, id_lists, batch_size=4, beam_size=beam_size)
+        together = decode_all(model, id_lists, SearchOptions(beam_size=beam_size), batch_size=4)
         assert together[4][0].tokens == [] and len(together) == 10
         for ids, hypotheses in zip(id_lists, together, strict=True):
             if ids:
-                alone = decode_all(model, [ids], batch_size=1, beam_size=beam_size)[0]
+                alone = decode_all(model, [ids], SearchOptions(beam_size=beam_size), batch_size=1)[0]
                 assert [h.tokens for h in alone] == [h.tokens for h in hypotheses]
 
 
@@ -189,7 +207,7 @@ def test_pad_and_bos_are_never_generated():
     src, lengths = random_batch(1, batch_size=3)
     for hypotheses in (
         greedy(model, src, lengths),
-        [h for hs in beam_search(model, src, lengths, beam_size=2) for h in hs],
+        [h for hs in beam_search(model, src, lengths, SearchOptions(beam_size=2)) for h in hs],
     ):
         for h in hypotheses:
             assert 0 not in h.tokens and BOS not in h.tokens

@@ -85,7 +85,7 @@ def check_attention(translation) -> None:
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_translations_carry_text_tokens_scores_and_attention(translator, test_examples, beam_size):
     examples = test_examples[:20]
-    translations = translator.translate([e.src for e in examples], beam_size=beam_size)
+    translations = translator.translate([e.src for e in examples], translator.search_options(beam_size=beam_size))
     assert len(translations) == len(examples)
     for example, translation in zip(examples, translations, strict=True):
         assert translation.source == example.src
@@ -106,7 +106,7 @@ def test_beam_size_1_equals_greedy(translator, test_examples):
     for row, sentence in enumerate(ids):
         src[row, : len(sentence)] = torch.tensor(sentence)
     greedy = search.greedy(translator.model, src, lengths)
-    beam = search.beam_search(translator.model, src, lengths, beam_size=1, alpha=0.0)
+    beam = search.beam_search(translator.model, src, lengths, search.SearchOptions(length_penalty=0.0))
     for g, (b,) in zip(greedy, beam, strict=True):
         assert g.tokens == b.tokens
         assert g.log_prob == pytest.approx(b.log_prob, abs=1e-5)
@@ -114,7 +114,9 @@ def test_beam_size_1_equals_greedy(translator, test_examples):
 
 
 def test_n_best_lists_are_sorted_and_distinct(translator, test_examples):
-    for translation in translator.translate([e.src for e in test_examples[:10]], beam_size=4, n_best=4):
+    for translation in translator.translate(
+        [e.src for e in test_examples[:10]], translator.search_options(beam_size=4, n_best=4)
+    ):
         candidates = [translation, *translation.alternatives]
         assert 2 <= len(candidates) <= 4
         scores = [c.score for c in candidates]
@@ -122,16 +124,18 @@ def test_n_best_lists_are_sorted_and_distinct(translator, test_examples):
         assert len({tuple(c.tokens) for c in candidates}) == len(candidates)
         for candidate in candidates:
             check_attention(candidate)
-    lines = nbest_lines(translator.translate(["a b", "c"], beam_size=2, n_best=2), first_index=5)
+    lines = nbest_lines(
+        translator.translate(["a b", "c"], translator.search_options(beam_size=2, n_best=2)), first_index=5
+    )
     assert [line.split(" ||| ")[0] for line in lines] == ["5", "5", "6", "6"]
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_a_sentence_translates_the_same_alone_and_in_a_batch_of_64(translator, test_examples, beam_size):
     sources = [e.src for e in test_examples[:64]]
-    batched = translator.translate(sources, beam_size=beam_size)
+    batched = translator.translate(sources, translator.search_options(beam_size=beam_size))
     for source, in_batch in zip(sources, batched, strict=True):
-        (alone,) = translator.translate([source], beam_size=beam_size)
+        (alone,) = translator.translate([source], translator.search_options(beam_size=beam_size))
         assert alone.tokens == in_batch.tokens, source
         assert alone.score == pytest.approx(in_batch.score, abs=1e-4)
         torch.testing.assert_close(alone.attention, in_batch.attention, atol=1e-5, rtol=1e-4)
@@ -139,7 +143,9 @@ def test_a_sentence_translates_the_same_alone_and_in_a_batch_of_64(translator, t
 
 @pytest.mark.parametrize("n_best", [1, 2])
 def test_empty_and_blank_sentences_keep_their_place(translator, n_best):
-    translations = translator.translate(["a b c", "", "   ", "d e"], beam_size=2, n_best=n_best)
+    translations = translator.translate(
+        ["a b c", "", "   ", "d e"], translator.search_options(beam_size=2, n_best=n_best)
+    )
     assert [t.text for t in translations[1:3]] == ["", ""]
     assert translations[0].text and translations[3].text
     for blank in translations[1:3]:
@@ -148,7 +154,7 @@ def test_empty_and_blank_sentences_keep_their_place(translator, n_best):
 
 def test_long_sentences_are_truncated_with_a_warning(translator, capsys):
     long_sentence = " ".join("abcdefgh"[i % 8] for i in range(MAX_SOURCE_TOKENS + 50))
-    short, long = translator.translate(["a b", long_sentence], beam_size=1, first_number=7)
+    short, long = translator.translate(["a b", long_sentence], translator.search_options(beam_size=1), first_number=7)
     warning = capsys.readouterr().err
     assert "sentence 8" in warning and f"{MAX_SOURCE_TOKENS + 50} tokens" in warning
     assert short.text and len(long.source_tokens) == MAX_SOURCE_TOKENS
@@ -158,9 +164,9 @@ def test_long_sentences_are_truncated_with_a_warning(translator, capsys):
 @pytest.mark.parametrize(("beam_size", "n_best"), [(0, 1), (-2, 1), (2, 3), (2, 0)])
 def test_impossible_search_sizes_are_user_errors(translator, beam_size, n_best):
     with pytest.raises(UserError, match=r"beam size|n-best"):
-        translator.translate(["a b"], beam_size=beam_size, n_best=n_best)
+        translator.translate(["a b"], translator.search_options(beam_size=beam_size, n_best=n_best))
     with pytest.raises(UserError, match="length penalty must be >= 0"):
-        translator.translate(["a b"], length_penalty=-1.0)
+        translator.translate(["a b"], translator.search_options(length_penalty=-1.0))
 
 
 def test_loading_errors_name_the_problem(run_dir, tmp_path):
@@ -175,7 +181,7 @@ def test_loading_errors_name_the_problem(run_dir, tmp_path):
 
 
 def test_heatmap_writes_a_picture(translator, tmp_path):
-    translation, empty = translator.translate(["a b c", ""], beam_size=1)
+    translation, empty = translator.translate(["a b c", ""], translator.search_options(beam_size=1))
     path = heatmap(translation, tmp_path / "one.png")
     assert path.read_bytes().startswith(b"\x89PNG")
     with pytest.raises(UserError, match="empty sentence"):
@@ -184,27 +190,27 @@ def test_heatmap_writes_a_picture(translator, tmp_path):
 
 def test_evaluate_scores_against_all_references(translator, test_examples):
     examples = test_examples[:40]
-    result = evaluate(translator, examples, beam_size=1)
+    result = evaluate(translator, examples, translator.search_options(beam_size=1))
     assert len(result.hypotheses) == 40 and result.sources == [e.src for e in examples]
     assert result.bleu.score > 50 and result.chrf.score > 50 and result.tokenized_bleu.score > 50
     assert "nrefs:1" in result.bleu.signature and "case:lc" in result.tokenized_bleu.signature
     assert sum(bucket.sentences for bucket in result.by_length) == 40
     wrong_only = [Example(e.src, ("z z z",)) for e in examples]
     wrong_then_right = [Example(e.src, ("z z z", *e.refs)) for e in examples]
-    assert evaluate(translator, wrong_only, beam_size=1).bleu.score < 5
-    assert evaluate(translator, wrong_then_right, beam_size=1).bleu.score > 50
+    assert evaluate(translator, wrong_only, translator.search_options(beam_size=1)).bleu.score < 5
+    assert evaluate(translator, wrong_then_right, translator.search_options(beam_size=1)).bleu.score > 50
     figures = result.figures()
     assert figures["sentences"] == 40 and figures["bleu_by_length"][0]["bucket"] == "1-10"
 
 
 def test_significance_needs_several_systems_on_one_test_set(translator, test_examples):
-    greedy = evaluate(translator, test_examples[:30], beam_size=1)
-    beam = evaluate(translator, test_examples[:30], beam_size=3)
+    greedy = evaluate(translator, test_examples[:30], translator.search_options(beam_size=1))
+    beam = evaluate(translator, test_examples[:30], translator.search_options(beam_size=3))
     assert significance([("greedy", greedy)]) is None
     results = significance([("greedy", greedy), ("beam", beam)], samples=50)
     assert [r.system for r in results] == ["greedy", "beam"]
     assert results[0].p_value is None and 0.0 <= results[1].p_value <= 1.0
-    other = evaluate(translator, test_examples[30:60], beam_size=1)
+    other = evaluate(translator, test_examples[30:60], translator.search_options(beam_size=1))
     assert significance([("a", greedy), ("b", other)], samples=50) is None
 
 

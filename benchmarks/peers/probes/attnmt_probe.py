@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _probe import record_training, set_threads, write_translation_result
 
 from attnmt.config import load_config
-from attnmt.search import decode_all
+from attnmt.search import SearchOptions, decode_all
 from attnmt.train import Trainer, fit
 from attnmt.translate import Translator
 
@@ -48,15 +48,9 @@ def translate(args: argparse.Namespace) -> None:
     sources = [vocab.encode(line.split()) for line in args.source.read_text(encoding="utf-8").splitlines()]
     decode = translator.config.decode
     started = time.perf_counter()
-    hypotheses = decode_all(
-        translator.model,
-        sources,
-        batch_size=args.batch,
-        beam_size=args.beam,
-        alpha=decode.length_penalty,
-        max_len_a=0.0,  # the same fixed limit as the peers
-        max_len_b=args.max_length,
-    )
+    # max_length_a 0: the same fixed length limit as the peers
+    options = SearchOptions(args.beam, 1, decode.length_penalty, max_length_a=0.0, max_length_b=args.max_length)
+    hypotheses = decode_all(translator.model, sources, options, batch_size=args.batch)
     seconds = time.perf_counter() - started
     target = translator.codec.tgt_vocab
     lines = [" ".join(target.decode(best[0].tokens)) + "\n" for best in hypotheses]
