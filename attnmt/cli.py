@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
 
-from attnmt import sweep
 from attnmt.config import load_config
 from attnmt.tables import length_table, scores_table, stats_table
 from attnmt.utils import Interrupted, UserError, atomic_path, write_text_atomic
@@ -62,7 +61,7 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--output-dir", metavar="DIR", help="write evaluation.json, length.png and hypotheses")
     evaluate.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="paired bootstrap samples")
     _add_plot_parsers(commands)
-    sweep.add_parser(commands)
+    _add_sweep_parser(commands)
     return parser
 
 
@@ -353,6 +352,81 @@ def _run_plot(args: argparse.Namespace, console: Console) -> None:
     console.print(f"wrote {path}", markup=False, soft_wrap=True)
 
 
+# --- sweep ------------------------------------------------------------------------------
+
+
+def _add_sweep_parser(commands) -> None:
+    sweep = commands.add_parser(
+        "sweep",
+        help="run a sweep of configs (grid or Optuna search); `sweep report` tables and plots it",
+        usage="attnmt sweep SWEEP.yaml [--workers N] [--threads T] [--storage URL] [--data-dir DIR] "
+        "[--retry-failed] [--dry-run]\n       attnmt sweep report SWEEP.yaml|SWEEP_DIR [--storage URL] "
+        "[--output-dir DIR]",
+        description="attnmt sweep SWEEP.yaml runs or resumes a sweep; "
+        "attnmt sweep report SWEEP.yaml (or SWEEP_DIR) writes its tables and plots.",
+    )
+    sweep.add_argument("target", nargs="+", metavar="[report] SWEEP", help="sweep file (report: or its folder)")
+    sweep.add_argument("--storage", metavar="URL", help="study database (default: sqlite:///SWEEP_DIR/study.db)")
+    sweep.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes sharing the study")
+    sweep.add_argument("--threads", type=int, metavar="T", help="torch threads per worker (default: cores / N)")
+    sweep.add_argument(
+        "--data-dir", metavar="DIR", help="folder holding the corpora (else $ATTNMT_DATA, the cache, download)"
+    )
+    sweep.add_argument("--retry-failed", action="store_true", help="run failed trials again")
+    sweep.add_argument("--dry-run", action="store_true", help="validate the sweep and list its trials")
+    sweep.add_argument("--output-dir", metavar="DIR", help="report: where tables and plots go (SWEEP_DIR/report)")
+
+
+def _run_sweep(args: argparse.Namespace, console: Console) -> None:
+    from attnmt.sweep.run import run_sweep
+    from attnmt.sweep.spec import load_plan
+
+    words = args.target
+    if words[0] == "report" and len(words) == 2:
+        from attnmt.sweep.report import report
+
+        report(words[1], storage=args.storage, output_dir=args.output_dir, console=console)
+        return
+    if len(words) != 1:
+        raise UserError("expected `attnmt sweep SWEEP.yaml` or `attnmt sweep report SWEEP.yaml|SWEEP_DIR`")
+    if args.workers < 1 or (args.threads is not None and args.threads < 1):
+        raise UserError("--workers and --threads must be at least 1")
+    if args.dry_run:
+        _print_plan(load_plan(words[0]), console)
+        return
+    counts = run_sweep(
+        words[0],
+        workers=args.workers,
+        threads=args.threads,
+        storage=args.storage,
+        data_dir=args.data_dir,
+        retry_failed=args.retry_failed,
+    )
+    console.print(
+        f"sweep: {', '.join(f'{n} {state}' for state, n in counts.items())}; "
+        f"tables and plots: attnmt sweep report {words[0]}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+def _print_plan(plan, console: Console) -> None:
+    from rich.table import Table
+
+    from attnmt.sweep.spec import SET_BY_SWEEP, describe, flatten
+
+    table = Table(title=f"sweep {plan.name}: {len(plan.grid)} grid trials -> {plan.sweep_dir}")
+    for column in ("trial", "experiments", "changed from the base"):
+        table.add_column(column, overflow="fold")
+    base = flatten(plan.base)
+    for trial in plan.grid:
+        changed = {k: v for k, v in flatten(trial.config).items() if v != base[k] and k not in SET_BY_SWEEP}
+        table.add_row(trial.name, ", ".join(sorted({name for name, _ in trial.members})), describe(changed))
+    console.print(table)
+    for name, search in plan.searches.items():
+        console.print(f"search {name}: {search.n_trials} trials over {', '.join(search.params)}", markup=False)
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """parse_args, except that `translate RUN --beam 2 SENTENCE` works: argparse gives an optional
     positional list (nargs="*") its empty match before the first option, leaving the rest over."""
@@ -382,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "plot":
             _run_plot(args, console)
         elif args.command == "sweep":
-            sweep.run_command(args, console)
+            _run_sweep(args, console)
         return 0
     except UserError as error:
         for line in str(error).splitlines() or ["(no message)"]:

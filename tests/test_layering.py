@@ -59,10 +59,11 @@ ALLOWED = {
         "plot",
         "corpora",
     },
-    "sweepspec": {"config"},
-    "sweepstore": {"utils"},
-    "sweepreport": {"utils", "plot", "runlog", "sweepspec", "sweepstore"},
-    "sweep": {
+    "sweep": set(),
+    "sweep.spec": {"config"},
+    "sweep.store": {"utils"},
+    "sweep.report": {"utils", "plot", "runlog", "sweep.spec", "sweep.store"},
+    "sweep.run": {
         "utils",
         "config",
         "data",
@@ -71,9 +72,9 @@ ALLOWED = {
         "metrics",
         "runlog",
         "translate",
-        "sweepspec",
-        "sweepstore",
-        "sweepreport",
+        "sweep.spec",
+        "sweep.store",
+        "sweep.report",
     },
 }
 # Light modules: importing them must not load torch (config validation and data tools stay fast).
@@ -86,10 +87,23 @@ NO_TORCH = (
     "download",
     "corpora",
     "metrics",
-    "sweepspec",
     "sweep",
+    "sweep.spec",
+    "sweep.run",
     "textfiles",
 )
+
+
+def module_name(path: Path) -> str:
+    """attnmt/sweep/spec.py -> "sweep.spec"; attnmt/sweep/__init__.py -> "sweep"."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
+
+
+def imported_module(name: str) -> str:
+    """The attnmt module an import names: attnmt.sweep.spec -> "sweep.spec", attnmt.train -> "train"."""
+    parts = name.split(".")[1:]
+    return ".".join(parts[:2]) if (PACKAGE / parts[0]).is_dir() and len(parts) > 1 else parts[0]
 
 
 def attnmt_imports(path: Path) -> tuple[set[str], set[str]]:
@@ -103,24 +117,29 @@ def attnmt_imports(path: Path) -> tuple[set[str], set[str]]:
             names = [node.module]
         for name in names:
             if name.startswith("attnmt."):
-                package.add(name.split(".")[1])
+                package.add(imported_module(name))
             top_level.add(name.split(".")[0])
     return package, top_level
 
 
 def test_imports_follow_the_layering():
-    for path in sorted(PACKAGE.glob("*.py")):
-        module = path.stem
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
         if module in ("__init__", "__main__", "cli"):
             continue
         imported, _ = attnmt_imports(path)
         allowed = ALLOWED.get(module)
-        assert allowed is not None, f"attnmt/{path.name} is not in the layering table of this test (DESIGN.md)"
-        assert imported <= allowed, f"attnmt/{path.name} imports {sorted(imported - allowed)}, not allowed"
+        assert allowed is not None, f"{path.relative_to(PACKAGE.parent)} is not in the layering table of this test"
+        assert imported <= allowed, f"{path.relative_to(PACKAGE.parent)} imports {sorted(imported - allowed)}"
 
 
 def test_light_modules_do_not_import_torch():
-    present = [module for module in NO_TORCH if (PACKAGE / f"{module}.py").exists()]
+    present = [
+        module
+        for module in NO_TORCH
+        if (PACKAGE / (module.replace(".", "/") + ".py")).exists() or (PACKAGE / module / "__init__.py").exists()
+    ]
     code = "import sys\n" + "".join(f"import attnmt.{m}\n" for m in present) + "print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False", f"one of {present} imports torch at import time"
+    assert len(present) == len(NO_TORCH), set(NO_TORCH) - set(present)

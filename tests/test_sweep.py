@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,10 +24,10 @@ from attnmt import train
 from attnmt.cli import main
 from attnmt.config import TrainConfig
 from attnmt.runlog import read_metrics
-from attnmt.sweep import run_sweep
-from attnmt.sweepreport import end_train_loss, report
-from attnmt.sweepspec import load_plan
-from attnmt.sweepstore import Store, default_url
+from attnmt.sweep.report import end_train_loss, report
+from attnmt.sweep.run import run_sweep
+from attnmt.sweep.spec import load_plan
+from attnmt.sweep.store import Store, default_url
 from attnmt.utils import UserError
 
 BASE = {
@@ -262,9 +261,7 @@ def postgresql_url(tmp_path_factory) -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the PostgreSQL sweep test: {missing} (pip install -e '.[dev]')")
         pytest.skip(f"no PostgreSQL to test against: {missing}; pip install -e '.[dev]' installs pgserver")
-    with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR in a container
-        warnings.simplefilter("ignore")
-        server = pgserver.get_server(tmp_path_factory.mktemp("postgresql"), cleanup_mode="stop")
+    server = pgserver.get_server(tmp_path_factory.mktemp("postgresql"), cleanup_mode="stop")
     yield server.get_uri()
     server.cleanup()
 
@@ -316,7 +313,7 @@ def test_two_workers_on_postgresql_survive_a_killed_worker_and_match_sqlite(tmp_
 
 CLAIMER = """
 import sys, time
-from attnmt.sweepstore import Store
+from attnmt.sweep.store import Store
 from optuna.trial import TrialState
 store = Store(sys.argv[1])
 study = store.study("race", direction="maximize")

@@ -1,22 +1,21 @@
-"""`attnmt sweep SWEEP.yaml`: run a sweep's trials (see sweepspec) in one or N worker processes.
+"""`attnmt sweep SWEEP.yaml`: run a sweep's trials (see `spec`) in one or N worker processes.
 
 A trial is an ordinary run directory, SWEEP_DIR/trials/NAME, trained by `train.fit` and then
 scored on the test split by `translate.evaluate` from its best checkpoint, with the trial
 config's decode settings (beam search) unless the sweep sets test_beam_size: so
 `attnmt evaluate SWEEP_DIR/trials/NAME` prints the same test BLEU. Everything the report needs
-is stored in the trial's user attributes in the Optuna study (see sweepstore): the resolved
+is stored in the trial's user attributes in the Optuna study (see `store`): the resolved
 config, best validation BLEU, lowest validation loss, test BLEU/chrF and BLEU by source length,
 training time, tokens/s, parameter count and the run directory.
 
 Rerunning a sweep skips finished trials and resumes interrupted ones from their checkpoints.
 A trial that fails (NaN loss, an exception) is stored as FAIL with its error, and the sweep goes
 on; --retry-failed runs failed trials again. This module's top level stays light (no torch or
-optuna) because the CLI imports it to build its parser.
+optuna): its workers import what a trial needs.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -30,75 +29,8 @@ from datetime import datetime
 from pathlib import Path
 
 from attnmt.config import Config, ConfigError
-from attnmt.sweepspec import SET_BY_SWEEP, Plan, SearchParam, config_key, describe, flatten, load_plan
+from attnmt.sweep.spec import SET_BY_SWEEP, Plan, SearchParam, config_key, describe, flatten, load_plan
 from attnmt.utils import Interrupted, UserError, write_text_atomic
-
-
-def add_parser(commands) -> None:
-    sweep = commands.add_parser(
-        "sweep",
-        help="run a sweep of configs (grid or Optuna search); `sweep report` tables and plots it",
-        usage="attnmt sweep SWEEP.yaml [--workers N] [--threads T] [--storage URL] [--data-dir DIR] "
-        "[--retry-failed] [--dry-run]\n       attnmt sweep report SWEEP.yaml|SWEEP_DIR [--storage URL] "
-        "[--output-dir DIR]",
-        description="attnmt sweep SWEEP.yaml runs or resumes a sweep; "
-        "attnmt sweep report SWEEP.yaml (or SWEEP_DIR) writes its tables and plots.",
-    )
-    sweep.add_argument("target", nargs="+", metavar="[report] SWEEP", help="sweep file (report: or its folder)")
-    sweep.add_argument("--storage", metavar="URL", help="study database (default: sqlite:///SWEEP_DIR/study.db)")
-    sweep.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes sharing the study")
-    sweep.add_argument("--threads", type=int, metavar="T", help="torch threads per worker (default: cores / N)")
-    sweep.add_argument(
-        "--data-dir", metavar="DIR", help="folder holding the corpora (else $ATTNMT_DATA, the cache, download)"
-    )
-    sweep.add_argument("--retry-failed", action="store_true", help="run failed trials again")
-    sweep.add_argument("--dry-run", action="store_true", help="validate the sweep and list its trials")
-    sweep.add_argument("--output-dir", metavar="DIR", help="report: where tables and plots go (SWEEP_DIR/report)")
-
-
-def run_command(args: argparse.Namespace, console) -> None:
-    words = args.target
-    if words[0] == "report" and len(words) == 2:
-        from attnmt.sweepreport import report
-
-        report(words[1], storage=args.storage, output_dir=args.output_dir, console=console)
-        return
-    if len(words) != 1:
-        raise UserError("expected `attnmt sweep SWEEP.yaml` or `attnmt sweep report SWEEP.yaml|SWEEP_DIR`")
-    if args.workers < 1 or (args.threads is not None and args.threads < 1):
-        raise UserError("--workers and --threads must be at least 1")
-    if args.dry_run:
-        _print_plan(load_plan(words[0]), console)
-        return
-    counts = run_sweep(
-        words[0],
-        workers=args.workers,
-        threads=args.threads,
-        storage=args.storage,
-        data_dir=args.data_dir,
-        retry_failed=args.retry_failed,
-    )
-    console.print(
-        f"sweep: {', '.join(f'{n} {state}' for state, n in counts.items())}; "
-        f"tables and plots: attnmt sweep report {words[0]}",
-        markup=False,
-        soft_wrap=True,
-    )
-
-
-def _print_plan(plan: Plan, console) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"sweep {plan.name}: {len(plan.grid)} grid trials -> {plan.sweep_dir}")
-    for column in ("trial", "experiments", "changed from the base"):
-        table.add_column(column, overflow="fold")
-    base = flatten(plan.base)
-    for trial in plan.grid:
-        changed = {k: v for k, v in flatten(trial.config).items() if v != base[k] and k not in SET_BY_SWEEP}
-        table.add_row(trial.name, ", ".join(sorted({name for name, _ in trial.members})), describe(changed))
-    console.print(table)
-    for name, search in plan.searches.items():
-        console.print(f"search {name}: {search.n_trials} trials over {', '.join(search.params)}", markup=False)
 
 
 def run_sweep(
@@ -112,7 +44,7 @@ def run_sweep(
     say: Callable[[str], None] | None = None,
 ) -> dict[str, int]:
     """Run (or resume) every trial of the sweep file; returns trial counts by state."""
-    from attnmt.sweepstore import Store, default_url
+    from attnmt.sweep.store import Store, default_url
 
     plan = load_plan(path)  # every trial config is validated before the database is touched
     url = storage or default_url(plan.sweep_dir)
@@ -143,7 +75,7 @@ def _direction(plan: Plan) -> str:
 
 
 def _prepare(plan: Plan, store) -> None:
-    from attnmt.sweepstore import shown_url
+    from attnmt.sweep.store import shown_url
 
     """Create the studies, store the sweep's layout, keep a copy of the sweep beside the trials."""
     study = store.study(plan.study_name(), direction=_direction(plan))
@@ -159,7 +91,7 @@ def _prepare(plan: Plan, store) -> None:
 
 def _counts(plan: Plan, store) -> dict[str, int]:
     """Configs by the state of the trial that stands for each (as the report counts them)."""
-    from attnmt.sweepreport import collect
+    from attnmt.sweep.report import collect
 
     layout = store.load(plan.study_name()).user_attrs["layout"]
     return dict(Counter(row["state"] for row in collect(store, plan.name, layout)))
@@ -204,7 +136,7 @@ def _spawn(plan: Plan, options: dict, workers: int) -> None:
 
 
 def _worker_main(plan: Plan, options: dict, index: int) -> None:
-    from attnmt.sweepstore import Store
+    from attnmt.sweep.store import Store
 
     # SIGTERM outside training (which checkpoints on it) stops the worker like Ctrl-C: its trial is
     # retired for a retry instead of being left RUNNING until someone notices the pid is gone.

@@ -29,8 +29,8 @@ from rich.table import Table
 
 from attnmt.plot import grouped_curves, length_plot, scores_by_value
 from attnmt.runlog import read_metrics
-from attnmt.sweepspec import load_plan, trial_axes
-from attnmt.sweepstore import Store, default_url, shown_url
+from attnmt.sweep.spec import load_plan, trial_axes
+from attnmt.sweep.store import Store, default_url, shown_url
 from attnmt.utils import UserError, write_text_atomic
 
 # Which trial stands for a config when several did (retries, duplicates): the first state found.
