@@ -12,16 +12,13 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from rich.console import Console
 
 from attnmt.config import load_config
 from attnmt.tables import length_table, scores_table, stats_table
 from attnmt.utils import Interrupted, UserError, atomic_path, write_text_atomic
-
-if TYPE_CHECKING:
-    from attnmt.translate import Evaluation
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -230,12 +227,6 @@ def _run_translate(args: argparse.Namespace) -> None:
 # --- evaluate ----------------------------------------------------------------------------
 
 
-def _run_names(runs: Sequence[str]) -> list[str]:
-    """Short names (the folder's name) where they are unique, else the paths as given."""
-    names = [Path(run).name or run for run in runs]
-    return names if len(set(names)) == len(names) else list(runs)
-
-
 def _examples(args: argparse.Namespace, translator, cache: dict) -> list:
     """The test set: --src/--ref files, or the --split of the run's own corpus (each read once)."""
     from attnmt.textfiles import read_test_files
@@ -250,64 +241,43 @@ def _examples(args: argparse.Namespace, translator, cache: dict) -> list:
     return cache["files"]
 
 
-def _evaluate_runs(args: argparse.Namespace, console: Console) -> list[tuple[str, Path, Evaluation]]:
-    """(name, checkpoint folder, Evaluation) per run; one model in memory at a time."""
-    from attnmt.translate import Translator, evaluate
+def _evaluate_runs(args: argparse.Namespace, console: Console, bootstrap_samples: int = 1000) -> list:
+    from attnmt.translate import evaluate_runs
 
-    results, cache = [], {}
-    for name, run in zip(_run_names(args.runs), args.runs, strict=True):
-        translator = Translator.from_checkpoint(run, which=args.checkpoint, device=args.device)
-        options = _search_options(args, translator)
-        examples = _examples(args, translator, cache)
-        note = f"{name}: {translator.checkpoint}, {len(examples):,} sentences, beam {options.beam_size}"
-        console.print(note, style="dim", markup=False, highlight=False)
-        results.append((name, translator.checkpoint, evaluate(translator, examples, options)))
-    return results
-
-
-def _length_points(results: list) -> dict:
-    return {name: [(b.label, b.bleu) for b in evaluation.by_length] for name, _, evaluation in results}
-
-
-def _write_evaluation(args: argparse.Namespace, results: list, bootstrap: list | None) -> Path:
-    from attnmt.plot import length_plot
-
-    out_dir = Path(args.output_dir)
-    figures = {"split": None if args.src else args.split, "src": args.src, "refs": args.ref, "runs": []}
-    try:
-        for index, (name, checkpoint, evaluation) in enumerate(results):
-            run = {"name": name, "checkpoint": str(checkpoint), **evaluation.figures()}
-            if bootstrap:
-                result = bootstrap[index]
-                run["bootstrap"] = {"mean": result.mean, "ci95": result.ci, "p_value": result.p_value}
-            figures["runs"].append(run)
-            write_text_atomic(out_dir / f"hypotheses-{index + 1}.txt", "".join(h + "\n" for h in evaluation.hypotheses))
-        length_plot(_length_points(results), out_dir / "length.png")
-        write_text_atomic(out_dir / "evaluation.json", json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
-    except OSError as exc:
-        raise UserError(f"--output-dir {out_dir}: cannot write ({exc.strerror or exc})") from None
-    return out_dir
+    cache: dict = {}
+    return evaluate_runs(
+        args.runs,
+        lambda translator: _examples(args, translator, cache),
+        which=args.checkpoint,
+        device=args.device,
+        options_for=lambda translator: _search_options(args, translator),
+        bootstrap_samples=bootstrap_samples,
+        announce=lambda note: console.print(note, style="dim", markup=False, highlight=False),
+    )
 
 
 def _run_evaluate(args: argparse.Namespace, console: Console) -> None:
-    from attnmt.translate import significance
+    from attnmt.translate import write_evaluation
 
     if args.bootstrap < 1:
         raise UserError(f"--bootstrap must be at least 1, got {args.bootstrap}")
-    results = _evaluate_runs(args, console)
-    bootstrap = significance([(name, evaluation) for name, _, evaluation in results], args.bootstrap)
+    results = _evaluate_runs(args, console, args.bootstrap)
     title = f"{args.src} ({len(args.ref)} reference files)" if args.src else f"{args.split} split"
-    console.print(scores_table(results, bootstrap, title))
-    first = results[0][2]
+    console.print(scores_table(results, title))
+    first = results[0].evaluation
     plain = {"markup": False, "highlight": False, "soft_wrap": True}  # signatures stay one copyable line
     console.print(f"BLEU signature: {first.bleu.signature}", **plain)
     console.print(f"chrF signature: {first.chrf.signature}", **plain)
     console.print(f"BLEU tok-lc signature: {first.tokenized_bleu.signature} (word tokens; not sacreBLEU's)", **plain)
-    if len(results) > 1 and bootstrap is None:
+    if len(results) > 1 and results[0].bootstrap is None:
         console.print("[yellow]runs were evaluated on different test sets: no significance test[/yellow]")
     console.print(length_table(results))
     if args.output_dir:
-        out_dir = _write_evaluation(args, results, bootstrap)
+        test_set = {"split": None if args.src else args.split, "src": args.src, "refs": args.ref}
+        try:
+            out_dir = write_evaluation(results, args.output_dir, test_set)
+        except UserError as error:
+            raise UserError(f"--output-dir {error}") from None
         console.print(f"wrote {out_dir}/evaluation.json and length.png", markup=False, soft_wrap=True)
 
 
@@ -317,8 +287,9 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> None:
 def _plot_curves(args: argparse.Namespace) -> Path:
     from attnmt.plot import curves
     from attnmt.runlog import read_metrics
+    from attnmt.translate import run_names
 
-    runs = dict(zip(_run_names(args.runs), (read_metrics(run) for run in args.runs), strict=True))
+    runs = dict(zip(run_names(args.runs), (read_metrics(run) for run in args.runs), strict=True))
     metrics = [metric.strip() for metric in args.metrics.split(",") if metric.strip()]
     available = sorted({key for records in runs.values() for record in records for key in record} - {"step"})
     unknown = [metric for metric in metrics if metric not in available]
@@ -339,6 +310,7 @@ def _plot_attention(args: argparse.Namespace) -> Path:
 
 def _run_plot(args: argparse.Namespace, console: Console) -> None:
     from attnmt.plot import length_plot
+    from attnmt.translate import length_points
 
     try:
         if args.plot_command == "attention":
@@ -346,7 +318,7 @@ def _run_plot(args: argparse.Namespace, console: Console) -> None:
         elif args.plot_command == "curves":
             path = _plot_curves(args)
         else:
-            path = length_plot(_length_points(_evaluate_runs(args, console)), args.output)
+            path = length_plot(length_points(_evaluate_runs(args, console)), args.output)
     except OSError as exc:
         raise UserError(f"--output {args.output}: cannot write ({exc.strerror or exc})") from None
     console.print(f"wrote {path}", markup=False, soft_wrap=True)

@@ -43,19 +43,22 @@ def stats_table(figures: dict) -> Table:
     return table
 
 
-def scores_table(results: list, bootstrap: list | None, title: str) -> Table:
+def scores_table(results: list, title: str) -> Table:
+    """`results`: RunEvaluations (name, evaluation, bootstrap)."""
     table = Table(title=title)
     table.add_column("run", overflow="fold")
-    columns = ["sentences", "BLEU", "chrF2", "BLEU tok-lc"] + (["BLEU 95% CI", "p vs first"] if bootstrap else [])
+    compared = any(result.bootstrap is not None for result in results)
+    columns = ["sentences", "BLEU", "chrF2", "BLEU tok-lc"] + (["BLEU 95% CI", "p vs first"] if compared else [])
     for column in columns:
         table.add_column(column, justify="right", no_wrap=True)
-    for index, (name, _, evaluation) in enumerate(results):
+    for result in results:
+        evaluation = result.evaluation
         scores = (evaluation.bleu, evaluation.chrf, evaluation.tokenized_bleu)
-        row = [name, f"{len(evaluation.hypotheses):,}", *(f"{score.score:.2f}" for score in scores)]
-        if bootstrap:
-            result = bootstrap[index]
-            p_value = "baseline" if result.p_value is None else f"{result.p_value:.4f}"
-            row += [f"{result.mean:.2f} ± {result.ci:.2f}", p_value]
+        row = [result.name, f"{len(evaluation.hypotheses):,}", *(f"{score.score:.2f}" for score in scores)]
+        if compared:
+            bootstrap = result.bootstrap
+            p_value = "baseline" if bootstrap.p_value is None else f"{bootstrap.p_value:.4f}"
+            row += [f"{bootstrap.mean:.2f} ± {bootstrap.ci:.2f}", p_value]
         table.add_row(*row)
     return table
 
@@ -64,13 +67,13 @@ def length_table(results: list) -> Table:
     table = Table(title="BLEU by source length (word tokens)")
     table.add_column("source length")
     labels: dict[str, None] = {}
-    for name, _, evaluation in results:
-        table.add_column(f"{name} BLEU (sentences)", justify="right")
-        labels.update(dict.fromkeys(bucket.label for bucket in evaluation.by_length))
+    for result in results:
+        table.add_column(f"{result.name} BLEU (sentences)", justify="right")
+        labels.update(dict.fromkeys(bucket.label for bucket in result.evaluation.by_length))
     for label in labels:
         cells = []
-        for _, _, evaluation in results:
-            bucket = next((b for b in evaluation.by_length if b.label == label), None)
+        for result in results:
+            bucket = next((b for b in result.evaluation.by_length if b.label == label), None)
             cells.append(f"{bucket.bleu:.2f} ({bucket.sentences:,})" if bucket else "-")
         table.add_row(label, *cells)
     return table

@@ -8,6 +8,7 @@ and BLEU by source length. Reading the user's text files is `textfiles`.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,10 +32,10 @@ from attnmt.metrics import (
     tokenized_bleu,
 )
 from attnmt.model import build_model
-from attnmt.plot import attention_grid, attention_heatmap
+from attnmt.plot import attention_grid, attention_heatmap, length_plot
 from attnmt.search import SearchOptions, decode_all
 from attnmt.tokenize import WordTokenizer
-from attnmt.utils import UserError, choose_device
+from attnmt.utils import UserError, choose_device, write_text_atomic
 
 # Longer sources are cut to this many tokens (with a warning): the encoder and the search's
 # length limit grow with the source, and a runaway line (a whole file without newlines)
@@ -302,6 +303,77 @@ def significance(systems: Sequence[tuple[str, Evaluation]], samples: int = 1000)
         return None
     hypotheses = [(name, evaluation.hypotheses) for name, evaluation in systems]
     return paired_bootstrap(hypotheses, first.references, samples=samples, lowercase=first.lowercase)
+
+
+@dataclass
+class RunEvaluation:
+    """One run's scores in a comparison: its name, the checkpoint that was scored, the
+    Evaluation, and the paired bootstrap against the first run (when runs share a test set)."""
+
+    name: str
+    checkpoint: Path
+    evaluation: Evaluation
+    bootstrap: BootstrapResult | None = None
+
+
+def run_names(runs: Sequence[str | Path]) -> list[str]:
+    """Short names (the folder's name) where they are unique, else the paths as given."""
+    names = [Path(run).name or str(run) for run in runs]
+    return names if len(set(names)) == len(names) else [str(run) for run in runs]
+
+
+def evaluate_runs(
+    runs: Sequence[str | Path],
+    examples_for: Callable[[Translator], Sequence[Example]],
+    *,
+    which: str = "best",
+    device: str = "auto",
+    options_for: Callable[[Translator], SearchOptions] | None = None,
+    bootstrap_samples: int = 1000,
+    announce: Callable[[str], None] = lambda note: None,
+) -> list[RunEvaluation]:
+    """Evaluate each run (one model in memory at a time) on `examples_for(translator)`, searched
+    as `options_for(translator)` says (default: each run's decode settings); then, when all
+    runs were scored on the same sentences and references, the paired bootstrap against the first."""
+    if bootstrap_samples < 1:
+        raise UserError(f"bootstrap samples must be at least 1, got {bootstrap_samples}")
+    results = []
+    for name, run in zip(run_names(runs), runs, strict=True):
+        translator = Translator.from_checkpoint(run, which=which, device=device)
+        options = translator.search_options() if options_for is None else options_for(translator)
+        examples = examples_for(translator)
+        announce(f"{name}: {translator.checkpoint}, {len(examples):,} sentences, beam {options.beam_size}")
+        results.append(RunEvaluation(name, translator.checkpoint, evaluate(translator, examples, options)))
+    bootstrap = significance([(r.name, r.evaluation) for r in results], bootstrap_samples)
+    for result, compared in zip(results, bootstrap or [None] * len(results), strict=True):
+        result.bootstrap = compared
+    return results
+
+
+def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test_set: dict) -> Path:
+    """evaluation.json (`test_set` says what was translated; every figure of every run),
+    hypotheses-N.txt per run and length.png (BLEU by source length), each written atomically."""
+    out_dir = Path(out_dir)
+    figures = {**test_set, "runs": []}
+    try:
+        for index, result in enumerate(results, 1):
+            run = {"name": result.name, "checkpoint": str(result.checkpoint), **result.evaluation.figures()}
+            if result.bootstrap is not None:
+                compared = result.bootstrap
+                run["bootstrap"] = {"mean": compared.mean, "ci95": compared.ci, "p_value": compared.p_value}
+            figures["runs"].append(run)
+            hypotheses = "".join(line + "\n" for line in result.evaluation.hypotheses)
+            write_text_atomic(out_dir / f"hypotheses-{index}.txt", hypotheses)
+        length_plot(length_points(results), out_dir / "length.png")
+        write_text_atomic(out_dir / "evaluation.json", json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise UserError(f"{out_dir}: cannot write the evaluation ({exc.strerror or exc})") from None
+    return out_dir
+
+
+def length_points(results: Sequence[RunEvaluation]) -> dict[str, list[tuple[str, float]]]:
+    """Per run, (bucket label, BLEU) of BLEU by source length: what `plot.length_plot` draws."""
+    return {r.name: [(bucket.label, bucket.bleu) for bucket in r.evaluation.by_length] for r in results}
 
 
 def split_examples(data: DataConfig, split: str, *, data_dir: str | None = None, cache: dict | None = None) -> list:

@@ -6,6 +6,7 @@ lists are sorted, and a sentence's translation does not depend on the batch arou
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +21,11 @@ from attnmt.translate import (
     MAX_SOURCE_TOKENS,
     Translator,
     evaluate,
+    evaluate_runs,
     heatmap,
     nbest_lines,
     significance,
+    write_evaluation,
 )
 from attnmt.utils import UserError
 
@@ -238,3 +241,20 @@ def test_test_files_give_multi_reference_examples(tmp_path):
         read_test_files(str(tmp_path / "src"), [str(tmp_path / "short")])
     with pytest.raises(UserError, match="no reference"):
         read_test_files(str(tmp_path / "src"), [str(tmp_path / "ref1")])
+
+
+def test_evaluate_runs_names_each_result_compares_it_to_the_first_and_writes_it(run_dir, test_examples, tmp_path):
+    last = run_dir / "checkpoints" / json.loads((run_dir / "checkpoints" / "index.json").read_text())["last"]
+    notes = []
+    examples = test_examples[:20]
+    results = evaluate_runs(
+        [run_dir, last], lambda _: examples, device="cpu", bootstrap_samples=20, announce=notes.append
+    )
+    assert [r.name for r in results] == [run_dir.name, last.name] and len(notes) == 2
+    assert results[1].checkpoint == last and results[0].bootstrap.p_value is None
+    assert results[1].bootstrap is not None and 0 <= results[1].bootstrap.mean <= 100
+    out = write_evaluation(results, tmp_path / "eval", {"split": "test"})
+    figures = json.loads((out / "evaluation.json").read_text())
+    assert figures["split"] == "test" and [run["name"] for run in figures["runs"]] == [run_dir.name, last.name]
+    assert figures["runs"][1]["bleu"] == results[1].evaluation.bleu.score and "bootstrap" in figures["runs"][1]
+    assert len((out / "hypotheses-2.txt").read_text().splitlines()) == 20 and (out / "length.png").stat().st_size
