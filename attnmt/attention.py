@@ -89,6 +89,8 @@ class AdditiveAttention(nn.Module):
     batching all steps at once.
     """
 
+    attends = True  # a context that depends on the query (NoAttention's does not)
+
     def __init__(self, *, query_size: int, key_size: int, attention_size: int):
         super().__init__()
         self.query_size, self.key_size = query_size, key_size
@@ -119,6 +121,8 @@ class DotAttention(nn.Module):
     score s^T W_k h_j; the module docstring says why.
     """
 
+    attends = True  # a context that depends on the query (NoAttention's does not)
+
     def __init__(self, *, query_size: int, key_size: int, scaled: bool = False):
         super().__init__()
         self.query_size, self.key_size = query_size, key_size
@@ -146,6 +150,8 @@ class GeneralAttention(nn.Module):
     `project_keys` returns W_a h for all positions (B, S, H_q), so a step is one batched dot.
     """
 
+    attends = True  # a context that depends on the query (NoAttention's does not)
+
     def __init__(self, *, query_size: int, key_size: int):
         super().__init__()
         self.query_size, self.key_size = query_size, key_size
@@ -171,6 +177,8 @@ class NoAttention(nn.Module):
     step and returns all-zero weights (B, [T,] S), since nothing is attended to.
     """
 
+    attends = False  # the decoder may compute every step's context at once
+
     def __init__(self, *, query_size: int, key_size: int):
         super().__init__()
         self.query_size, self.key_size = query_size, key_size
@@ -187,6 +195,12 @@ class NoAttention(nn.Module):
         _check(query, keys, mask, self.query_size, self.key_size)
         if query.dim() == 2:
             return projected_keys[:, 0], keys.new_zeros(mask.shape)  # (B, H_k), (B, S)
-        steps = query.shape[1]
+        return self.every_step(projected_keys, mask, query.shape[1])
+
+    def every_step(
+        self, projected_keys: torch.Tensor, mask: torch.Tensor, steps: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The contexts (B, T, H_k) and all-zero weights (B, T, S) of `steps` steps at once: no
+        query is needed, since none is looked at."""
         context = projected_keys.expand(-1, steps, -1)  # (B, T, H_k)
-        return context, keys.new_zeros(mask.shape[0], steps, mask.shape[1])  # (B, T, S)
+        return context, projected_keys.new_zeros(mask.shape[0], steps, mask.shape[1])

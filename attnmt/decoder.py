@@ -3,13 +3,13 @@
 Both decoders have the same calls, so the model and the search treat them alike:
 
 - `init_state(encoder_hidden (L_enc, B, H_enc)) -> DecoderState`
-- `step(prev_tokens (B,), state, memory, projected_keys, mask) -> (logits (B, V), state, weights (B, S))`:
-  the one step used by sampled training (teacher forcing below 1), greedy and beam search.
-- `forward(tgt_in (B, T), state, memory, projected_keys, mask, *, teacher_forcing_ratio, generator)
+- `step(prev_tokens (B,), state, source) -> (logits (B, V), state, weights (B, S))`: the one
+  step used by sampled training (teacher forcing below 1), greedy and beam search.
+- `forward(tgt_in (B, T), state, source, *, teacher_forcing_ratio, generator)
   -> (logits (B, T, V), weights (B, T, S))`.
 
-`memory` (B, S, H_k) is the encoder's output, `projected_keys` what the attention's
-`project_keys` made of it once per batch, `mask` (B, S) True at real source positions.
+`source` is the `EncoderOutput` of the batch: the encoder's annotations, their mask and what
+the attention's `project_keys` made of them once per batch.
 
 Speed by construction. The RNN parameters live in an nn.GRU / nn.LSTM, so where no step
 depends on attention through recurrence (Luong without input feeding; no attention at all)
@@ -29,8 +29,32 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnmt.attention import NoAttention
 from attnmt.vocab import PAD
+
+
+class EncoderOutput(NamedTuple):
+    """The encoded source batch, computed once and read at every decoding step.
+
+    memory:         (B, S, H_enc) the annotations, zero at padding.
+    mask:           (B, S) bool, True at real source positions.
+    projected_keys: the attention's key-side projection of `memory` (e.g. (B, S, A) for
+                    additive), made once per batch so no step recomputes it.
+    final_hidden:   (L_enc, B, H_enc) the encoder's final states, [forward; backward] per layer.
+    """
+
+    memory: torch.Tensor
+    mask: torch.Tensor
+    projected_keys: torch.Tensor
+    final_hidden: torch.Tensor
+
+    def index_select(self, rows: torch.Tensor) -> EncoderOutput:
+        """Keep, repeat or reorder rows: `rows` (B',) long -> an output of B' rows (beams: B*K)."""
+        return EncoderOutput(
+            self.memory.index_select(0, rows),
+            self.mask.index_select(0, rows),
+            self.projected_keys.index_select(0, rows),
+            self.final_hidden.index_select(1, rows),
+        )
 
 
 class DecoderState(NamedTuple):
@@ -124,7 +148,7 @@ def _full_sequence(rnn: nn.RNNBase, inputs: torch.Tensor, state: DecoderState) -
     return rnn(inputs, initial)[0]
 
 
-def _sampled_forward(decoder, tgt_in, state, memory, projected_keys, mask, *, teacher_forcing_ratio, generator):
+def _sampled_forward(decoder, tgt_in, state, source, *, teacher_forcing_ratio, generator):
     """Training with teacher forcing below 1, step by step through `decoder.step`.
 
     At each step t > 0 each sentence draws its own coin, as in scheduled sampling (Bengio et al.
@@ -146,7 +170,7 @@ def _sampled_forward(decoder, tgt_in, state, memory, projected_keys, mask, *, te
         if t > 0:
             predicted = all_logits[-1].argmax(dim=-1)  # (B,)
             tokens = predicted if gold is None else torch.where(gold[:, t], tgt_in[:, t], predicted)
-        logits, state, weights = decoder.step(tokens, state, memory, projected_keys, mask)
+        logits, state, weights = decoder.step(tokens, state, source)
         all_logits.append(logits)
         all_weights.append(weights)
     return torch.stack(all_logits, dim=1), torch.stack(all_weights, dim=1)  # (B, T, V), (B, T, S)
@@ -226,9 +250,10 @@ class BahdanauDecoder(nn.Module):
         hidden = self.bridge(encoder_hidden)  # (L, B, H)
         return DecoderState(hidden, torch.zeros_like(hidden) if isinstance(self.rnn, nn.LSTM) else None, None)
 
-    def _recur(self, input_gates, context_weight, state, memory, projected_keys, mask):
+    def _recur(self, input_gates, context_weight, state, source: EncoderOutput):
         """input_gates (B, G) = W_ih[E] E y_{t-1} + b_ih -> (s_t state, c_t (B, H_k), weights (B, S))."""
-        context, weights = self.attention(state.hidden[-1], memory, projected_keys, mask)  # (B, H_k), (B, S)
+        query = state.hidden[-1]  # (B, H)
+        context, weights = self.attention(query, source.memory, source.projected_keys, source.mask)  # (B, H_k), (B, S)
         gates = input_gates + F.linear(context, context_weight)  # (B, G)
         hidden, cell = _rnn_step(self.rnn, gates, state.hidden, state.cell)
         return DecoderState(hidden, cell, None), context, weights
@@ -239,34 +264,32 @@ class BahdanauDecoder(nn.Module):
         maxout = pre_output.unflatten(-1, (self.embedding_size, 2)).amax(dim=-1)  # (B, [T,] E)
         return self.output(self.dropout(maxout))
 
-    def step(self, prev_tokens, state, memory, projected_keys, mask):
+    def step(self, prev_tokens, state, source: EncoderOutput):
         """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S))."""
         assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
         embedding_weight, context_weight = _split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, G)
-        state, context, weights = self._recur(input_gates, context_weight, state, memory, projected_keys, mask)
+        state, context, weights = self._recur(input_gates, context_weight, state, source)
         return self._readout(state.hidden[-1], context, embedded), state, weights
 
-    def forward(self, tgt_in, state, memory, projected_keys, mask, *, teacher_forcing_ratio=1.0, generator=None):
+    def forward(self, tgt_in, state, source: EncoderOutput, *, teacher_forcing_ratio=1.0, generator=None):
         """tgt_in (B, T) long -> (logits (B, T, V), attention weights (B, T, S))."""
         if teacher_forcing_ratio < 1.0:
             return _sampled_forward(
-                self, tgt_in, state, memory, projected_keys, mask,
-                teacher_forcing_ratio=teacher_forcing_ratio, generator=generator,
-            )  # fmt: skip
+                self, tgt_in, state, source, teacher_forcing_ratio=teacher_forcing_ratio, generator=generator
+            )
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         steps = tgt_in.shape[1]
-        if isinstance(self.attention, NoAttention):  # a fixed context: no recurrence through attention
-            query = state.hidden[-1].unsqueeze(1).expand(-1, steps, -1)  # (B, T, H), ignored by NoAttention
-            contexts, weights = self.attention(query, memory, projected_keys, mask)  # (B, T, H_k), (B, T, S)
+        if not self.attention.attends:  # a fixed context: no recurrence through attention
+            contexts, weights = self.attention.every_step(source.projected_keys, source.mask, steps)  # (B, T, H_k)
             tops = _full_sequence(self.rnn, torch.cat([embedded, contexts], dim=-1), state)  # (B, T, H)
             return self._readout(tops, contexts, embedded), weights
         embedding_weight, context_weight = _split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, T, G), all steps at once
         tops, contexts, all_weights = [], [], []
         for step_gates in input_gates.unbind(dim=1):  # unbind: slicing [:, t] would give T full-size zero grads
-            state, context, weights = self._recur(step_gates, context_weight, state, memory, projected_keys, mask)
+            state, context, weights = self._recur(step_gates, context_weight, state, source)
             tops.append(state.hidden[-1])
             contexts.append(context)
             all_weights.append(weights)
@@ -326,17 +349,17 @@ class LuongDecoder(nn.Module):
         feed = hidden.new_zeros(hidden.shape[1:]) if self.input_feeding else None  # h~_0 = 0, (B, H)
         return DecoderState(hidden, cell, feed)
 
-    def _attend(self, top, memory, projected_keys, mask):
+    def _attend(self, top, source: EncoderOutput):
         """h_t (B, [T,] H) -> (h~_t (B, [T,] H), weights (B, [T,] S))."""
-        context, weights = self.attention(top, memory, projected_keys, mask)  # (B, [T,] H_k)
+        context, weights = self.attention(top, source.memory, source.projected_keys, source.mask)  # (B, [T,] H_k)
         return torch.tanh(self.combine(torch.cat([context, top], dim=-1))), weights
 
-    def _recur(self, input_gates, feed_weight, state, memory, projected_keys, mask):
+    def _recur(self, input_gates, feed_weight, state, source: EncoderOutput):
         """input_gates (B, G) = W_ih[E] E y_{t-1} + b_ih -> (new state, h~_t (B, H), weights (B, S))."""
         if self.input_feeding:
             input_gates = input_gates + F.linear(state.feed, feed_weight)
         hidden, cell = _rnn_step(self.rnn, input_gates, state.hidden, state.cell)
-        attentional, weights = self._attend(hidden[-1], memory, projected_keys, mask)
+        attentional, weights = self._attend(hidden[-1], source)
         return DecoderState(hidden, cell, attentional if self.input_feeding else None), attentional, weights
 
     def _readout(self, attentional: torch.Tensor) -> torch.Tensor:
@@ -346,32 +369,31 @@ class LuongDecoder(nn.Module):
             attentional = self.to_embedding(attentional)  # (B, [T,] E)
         return self.output(attentional)
 
-    def step(self, prev_tokens, state, memory, projected_keys, mask):
+    def step(self, prev_tokens, state, source: EncoderOutput):
         """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S))."""
         assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
         embedding_weight, feed_weight = _split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, G)
-        state, attentional, weights = self._recur(input_gates, feed_weight, state, memory, projected_keys, mask)
+        state, attentional, weights = self._recur(input_gates, feed_weight, state, source)
         return self._readout(attentional), state, weights
 
-    def forward(self, tgt_in, state, memory, projected_keys, mask, *, teacher_forcing_ratio=1.0, generator=None):
+    def forward(self, tgt_in, state, source: EncoderOutput, *, teacher_forcing_ratio=1.0, generator=None):
         """tgt_in (B, T) long -> (logits (B, T, V), attention weights (B, T, S))."""
         if teacher_forcing_ratio < 1.0:
             return _sampled_forward(
-                self, tgt_in, state, memory, projected_keys, mask,
-                teacher_forcing_ratio=teacher_forcing_ratio, generator=generator,
-            )  # fmt: skip
+                self, tgt_in, state, source, teacher_forcing_ratio=teacher_forcing_ratio, generator=generator
+            )
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         if not self.input_feeding:
             tops = _full_sequence(self.rnn, embedded, state)  # (B, T, H), one call
-            attentional, weights = self._attend(tops, memory, projected_keys, mask)  # (B, T, H), (B, T, S)
+            attentional, weights = self._attend(tops, source)  # (B, T, H), (B, T, S)
             return self._readout(attentional), weights
         embedding_weight, feed_weight = _split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, T, G), all steps at once
         all_attentional, all_weights = [], []
         for step_gates in input_gates.unbind(dim=1):  # unbind: slicing [:, t] would give T full-size zero grads
-            state, attentional, weights = self._recur(step_gates, feed_weight, state, memory, projected_keys, mask)
+            state, attentional, weights = self._recur(step_gates, feed_weight, state, source)
             all_attentional.append(attentional)
             all_weights.append(weights)
         logits = self._readout(torch.stack(all_attentional, dim=1))  # (B, T, V)

@@ -8,45 +8,19 @@ The model's calls, all batch-first:
   `decode_step(prev_tokens (B,), state, encoder_output) -> (logits (B, V), state, weights (B, S))`:
   what greedy and beam search need. Both `EncoderOutput` and `DecoderState` have
   `index_select(rows)` to repeat rows for K beams (B -> B*K) and to reorder hypotheses.
+`EncoderOutput` (defined beside its reader, the decoder) travels whole through decoder and search.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from attnmt.attention import AdditiveAttention, DotAttention, GeneralAttention, NoAttention
 from attnmt.config import ModelConfig
-from attnmt.decoder import BahdanauDecoder, Bridge, DecoderState, LuongDecoder
+from attnmt.decoder import BahdanauDecoder, Bridge, DecoderState, EncoderOutput, LuongDecoder
 from attnmt.encoder import Encoder
 from attnmt.vocab import PAD
-
-
-class EncoderOutput(NamedTuple):
-    """The encoded source batch, computed once and read at every decoding step.
-
-    memory:         (B, S, H_enc) the annotations, zero at padding.
-    mask:           (B, S) bool, True at real source positions.
-    projected_keys: the attention's key-side projection of `memory` (e.g. (B, S, A) for
-                    additive), made once per batch so no step recomputes it.
-    final_hidden:   (L_enc, B, H_enc) the encoder's final states, [forward; backward] per layer.
-    """
-
-    memory: torch.Tensor
-    mask: torch.Tensor
-    projected_keys: torch.Tensor
-    final_hidden: torch.Tensor
-
-    def index_select(self, rows: torch.Tensor) -> EncoderOutput:
-        """Keep, repeat or reorder rows: `rows` (B',) long -> an output of B' rows (beams: B*K)."""
-        return EncoderOutput(
-            self.memory.index_select(0, rows),
-            self.mask.index_select(0, rows),
-            self.projected_keys.index_select(0, rows),
-            self.final_hidden.index_select(1, rows),
-        )
 
 
 class Seq2Seq(nn.Module):
@@ -72,8 +46,7 @@ class Seq2Seq(nn.Module):
         self, prev_tokens: torch.Tensor, state: DecoderState, encoder_output: EncoderOutput
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S))."""
-        memory, mask, projected_keys, _ = encoder_output
-        return self.decoder.step(prev_tokens, state, memory, projected_keys, mask)
+        return self.decoder.step(prev_tokens, state, encoder_output)
 
     def forward(
         self,
@@ -93,15 +66,8 @@ class Seq2Seq(nn.Module):
         assert 0.0 <= teacher_forcing_ratio <= 1.0, f"teacher_forcing_ratio {teacher_forcing_ratio}"
         encoder_output = self.encode(src, src_lengths)
         state = self.init_state(encoder_output)
-        memory, mask, projected_keys, _ = encoder_output
         return self.decoder(
-            tgt_in,
-            state,
-            memory,
-            projected_keys,
-            mask,
-            teacher_forcing_ratio=teacher_forcing_ratio,
-            generator=generator,
+            tgt_in, state, encoder_output, teacher_forcing_ratio=teacher_forcing_ratio, generator=generator
         )
 
 

@@ -1,109 +1,150 @@
-"""A/B of a change to the search: this checkout's `attnmt.search` against the one at a git revision.
+"""A/B of a change to decoding: this checkout's attnmt against the whole package at a git revision.
 
     python -m benchmarks.ab_search --checkpoint RUN_DIR --against REV [--repeats 5] [--sentences 1000]
-                                   [--json OUT]
+                                   [--beam 5] [--json OUT]
 
-Both versions decode the same test sources with the same trained model (its best checkpoint,
-its own tokenizers), greedy and beam 5, in alternation (A B A B ...), so that the VM's drift
-from minute to minute falls on both alike. Reported per mode: the median seconds of each
-version, their ratio and whether the outputs (tokens of every best hypothesis) are identical.
-The other module at REV is loaded from `git show REV:attnmt/search.py`; it must still fit
-this checkout's model (the `StepModel` interface).
+The package as it was at REV is exported with `git archive` into a temporary folder. Each
+measurement runs in a process of its own whose `attnmt` is one of the two versions: it loads
+the run's best checkpoint with that version's code (model, decoder and search alike) and
+decodes the same test sources (token ids made once, by this checkout) with `search.decode_all`,
+batches of 64, after one untimed batch; only the decoding is timed. The versions alternate
+(A B A B ...), so that the machine's drift from minute to minute falls on both alike. Reported
+per mode (greedy, beam): the median seconds of each version, their ratio, and whether the
+outputs (tokens of every best hypothesis) are identical.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import importlib.util
+import json
+import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
-import time
 from pathlib import Path
-from types import ModuleType
 
 import torch
 
-from attnmt import search
-from attnmt.translate import split_examples
+from attnmt.checkpoint import resolve_checkpoint
+from attnmt.translate import Translator, split_examples
 from attnmt.utils import UserError
-from benchmarks.decoding import load_trained
-from benchmarks.measure import describe_machine, write_results
+from benchmarks.measure import describe_machine, positive_int, rotated, write_results
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+# Runs inside each measuring process, with PYTHONPATH at one version of the package. It uses only
+# what every version has: Translator.from_checkpoint and search.decode_all (whose settings were
+# keyword arguments before SearchOptions, with the same defaults).
+WORKER = r"""
+import json, sys, time
+import torch
+from attnmt import search
+from attnmt.translate import Translator
+
+request = json.loads(open(sys.argv[1], encoding="utf-8").read())
+torch.set_num_threads(request["threads"])
+model = Translator.from_checkpoint(request["checkpoint"], device="cpu").model
+sources, beam = request["sources"], request["beam"]
+if hasattr(search, "SearchOptions"):
+    options = search.SearchOptions(beam_size=beam)
+    decode = lambda ids: search.decode_all(model, ids, options, batch_size=64)
+else:
+    decode = lambda ids: search.decode_all(model, ids, batch_size=64, beam_size=beam)
+with torch.inference_mode():
+    decode(sources[:64])
+    start = time.perf_counter()
+    results = decode(sources)
+    seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "tokens": [hypotheses[0].tokens for hypotheses in results]}))
+"""
 
 
-def search_at(revision: str) -> ModuleType:
-    """`attnmt/search.py` as it was at `revision`, imported as a separate module. A revision
-    git does not know (or no git at all) is a UserError."""
+def package_at(revision: str, folder: Path) -> Path:
+    """The `attnmt` package as it was at `revision`, exported under `folder`; the folder to put
+    on PYTHONPATH. A revision git does not know (or no git at all) is a UserError."""
+    archive = folder / "attnmt.tar"
     try:
-        shown = subprocess.run(["git", "show", f"{revision}:attnmt/search.py"], capture_output=True, text=True)
+        exported = subprocess.run(
+            ["git", "-C", str(CHECKOUT), "archive", "--output", str(archive), revision, "attnmt"],
+            capture_output=True,
+            text=True,
+        )
     except FileNotFoundError:
         raise UserError("git is not installed; --against needs a git checkout") from None
-    if shown.returncode != 0:
-        raise UserError(f"--against {revision}: {shown.stderr.strip().splitlines()[-1] if shown.stderr else 'unknown'}")
-    with tempfile.TemporaryDirectory(prefix="ab_search_") as folder:
-        path = Path(folder) / "search_at_revision.py"
-        path.write_text(shown.stdout, encoding="utf-8")
-        spec = importlib.util.spec_from_file_location("search_at_revision", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclasses look their module up while being built
-        spec.loader.exec_module(module)
-    return module
+    if exported.returncode != 0:
+        reason = exported.stderr.strip().splitlines()[-1] if exported.stderr.strip() else "unknown revision"
+        raise UserError(f"--against {revision}: {reason}")
+    root = folder / "revision"
+    with tarfile.open(archive) as tar:
+        tar.extractall(root, filter="data")
+    return root
 
 
-def timed_decode(module: ModuleType, model, sources: list[list[int]], beam_size: int) -> tuple[float, list]:
-    """Seconds to decode `sources` with the module's `decode_all` (length penalty 1, length limit
-    1.5 S + 10), whichever way its version takes the search settings."""
-    if hasattr(module, "SearchOptions"):
-        call = functools.partial(module.decode_all, model, sources, module.SearchOptions(beam_size=beam_size))
-    else:  # before SearchOptions: the settings were keyword arguments with the same defaults
-        call = functools.partial(module.decode_all, model, sources, beam_size=beam_size)
-    start = time.perf_counter()
-    results = call(batch_size=64)
-    return time.perf_counter() - start, [hypotheses[0].tokens for hypotheses in results]
+def measure(root: Path, request: Path) -> dict:
+    """One decoding by the package under `root`: {"seconds", "tokens"}."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    worker = request.parent / "worker.py"
+    done = subprocess.run([sys.executable, str(worker), str(request)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit code {done.returncode}"
+        raise UserError(f"decoding with the package in {root} failed: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def compare(checkpoint: Path, sources: list[list[int]], roots: dict[str, Path], beam: int, repeats: int, work: Path):
+    """Alternating measurements of each version; (seconds per version, tokens per version)."""
+    request = work / f"request-beam{beam}.json"
+    threads = torch.get_num_threads()
+    payload = {"checkpoint": str(checkpoint), "sources": sources, "beam": beam, "threads": threads}
+    request.write_text(json.dumps(payload), encoding="utf-8")
+    seconds: dict[str, list[float]] = {name: [] for name in roots}
+    tokens: dict[str, list] = {}
+    for turn in range(repeats):
+        for name in rotated(list(roots), turn):
+            measured = measure(roots[name], request)
+            seconds[name].append(measured["seconds"])
+            tokens[name] = measured["tokens"]
+    return seconds, tokens
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ab_search", description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, required=True, help="a trained attnmt run")
     parser.add_argument("--against", required=True, help="the git revision to compare with (e.g. HEAD~1)")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sentences", type=int, default=1000, help="test sources decoded per measurement")
-    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--repeats", type=positive_int, default=5)
+    parser.add_argument("--sentences", type=positive_int, default=1000, help="test sources decoded per measurement")
+    parser.add_argument("--beam", type=positive_int, default=5)
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     args = parser.parse_args(argv)
-    try:
-        checkpoint, config, codec, model = load_trained(args.checkpoint)
-        examples = split_examples(config.data, "test")[: args.sentences]
-        versions = {"this checkout": search, args.against: search_at(args.against)}
-    except UserError as error:
-        print(f"benchmarks.ab_search: error: {error}", file=sys.stderr)
-        return 2
-    sources = [codec.encode_source(example.src) for example in examples]
-
-    machine = describe_machine(torch.device("cpu"))
-    cpu = f"{machine['cpu']}, {machine['cores']} cores"
-    print(f"machine: {cpu}; torch {machine['torch']}, {machine['threads']} threads")
-    print(f"model: {checkpoint}; {len(sources):,} test sources, batches of 64; {args.repeats} alternating repeats")
-    results = {"machine": machine, "model": str(checkpoint), "sentences": len(sources), "modes": {}}
-    with torch.inference_mode():
-        for mode, beam_size in (("greedy", 1), (f"beam {args.beam}", args.beam)):
-            seconds: dict[str, list[float]] = {name: [] for name in versions}
-            outputs: dict[str, list] = {}
-            for module in versions.values():  # one untimed pass each: caches, allocator
-                timed_decode(module, model, sources[:64], beam_size)
-            for _ in range(args.repeats):
-                for name, module in versions.items():
-                    elapsed, outputs[name] = timed_decode(module, model, sources, beam_size)
-                    seconds[name].append(elapsed)
-            new, old = (statistics.median(seconds[name]) for name in versions)
-            same = outputs["this checkout"] == outputs[args.against]
-            results["modes"][mode] = {"seconds": seconds, "speedup": old / new, "outputs_identical": same}
-            print(
-                f"{mode}: this checkout {new:.2f} s, {args.against} {old:.2f} s (medians): "
-                f"{old / new:.2f}x; outputs identical: {same}"
-            )
+    with tempfile.TemporaryDirectory(prefix="ab_search_") as folder:
+        work = Path(folder)
+        try:
+            checkpoint = resolve_checkpoint(args.checkpoint, "best")
+            translator = Translator.from_checkpoint(args.checkpoint, device="cpu")
+            examples = split_examples(translator.config.data, "test")[: args.sentences]
+            roots = {"this checkout": CHECKOUT, args.against: package_at(args.against, work)}
+            (work / "worker.py").write_text(WORKER, encoding="utf-8")
+            sources = [translator.codec.encode_source(example.src) for example in examples]
+            machine = describe_machine(torch.device("cpu"))
+            cpu = f"{machine['cpu']}, {machine['cores']} cores"
+            print(f"machine: {cpu}; torch {machine['torch']}, {machine['threads']} threads")
+            batches = f"{len(sources):,} test sources, batches of 64; {args.repeats} alternating repeats"
+            print(f"model: {checkpoint}; {batches}")
+            results = {"machine": machine, "model": str(checkpoint), "sentences": len(sources), "modes": {}}
+            for mode, beam in (("greedy", 1), (f"beam {args.beam}", args.beam)):
+                seconds, tokens = compare(checkpoint, sources, roots, beam, args.repeats, work)
+                new, old = (statistics.median(seconds[name]) for name in roots)
+                same = tokens["this checkout"] == tokens[args.against]
+                results["modes"][mode] = {"seconds": seconds, "speedup": old / new, "outputs_identical": same}
+                print(
+                    f"{mode}: this checkout {new:.2f} s, {args.against} {old:.2f} s (medians): "
+                    f"{old / new:.2f}x; outputs identical: {same}"
+                )
+        except UserError as error:
+            print(f"benchmarks.ab_search: error: {error}", file=sys.stderr)
+            return 2
     if args.json:
         write_results(args.json, results, "benchmarks.ab_search", argv)
     return 0

@@ -1,12 +1,13 @@
 """The speed benchmark: its FLOP formula against torch's counter, its references against attnmt, a smoke run."""
 
 import json
+import subprocess
 
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnmt.config import DataConfig, ModelConfig
+from attnmt.config import DataConfig, ModelConfig, load_config
 from attnmt.data import build_data
 from attnmt.model import build_model
 from attnmt.utils import UserError
@@ -206,22 +207,25 @@ def test_speed_benchmark_smoke(tmp_path, capsys):
     assert "| joey | d2l |" in (tmp_path / "tables.md").read_text()
 
 
-def test_ab_search_loads_the_search_of_a_revision_and_decodes_alike():
-    """benchmarks.ab_search imports attnmt/search.py from git; at HEAD it must decode exactly as
-    the checkout does (the A/B's "outputs identical" check rests on this)."""
+def test_ab_search_runs_the_whole_package_of_a_revision_and_decodes_alike(tmp_path):
+    """benchmarks.ab_search exports attnmt at a git revision and decodes in a process of its own
+    with it; at HEAD it must decode exactly as the checkout does (the A/B's "outputs identical"
+    check rests on this)."""
+    from attnmt.train import fit
     from benchmarks import ab_search
 
-    try:
-        old = ab_search.search_at("HEAD")
-    except UserError:
+    if subprocess.run(["git", "-C", str(ab_search.CHECKOUT), "rev-parse", "HEAD"], capture_output=True).returncode:
         pytest.skip("not a git checkout")
-    torch.manual_seed(0)
-    model = build_model(tiny_config("joey"), 20, 20).eval()
-    sources = [torch.randint(4, 20, (n,)).tolist() for n in (3, 7, 5, 1, 9)]
-    for beam in (1, 3):
-        _, new_tokens = ab_search.timed_decode(ab_search.search, model, sources, beam)
-        _, old_tokens = ab_search.timed_decode(old, model, sources, beam)
-        assert new_tokens == old_tokens and len(new_tokens) == len(sources)
+    overrides = ["data.corpus=reverse", "data.synthetic_size=200", "data.test_size=12", "data.valid_size=12"]
+    overrides += ["model.embedding_size=8", "model.encoder_hidden=8", "model.decoder_hidden=16", "train.max_steps=2"]
+    run = tmp_path / "run"
+    fit(load_config(None, [*overrides, f"train.run_dir={run}", "train.threads=1"]), log=lambda *_: None)
+    out = tmp_path / "ab.json"
+    arguments = ["--checkpoint", str(run), "--against", "HEAD", "--repeats", "1", "--beam", "3", "--json", str(out)]
+    assert ab_search.main(arguments) == 0
+    modes = json.loads(out.read_text())["modes"]
+    assert set(modes) == {"greedy", "beam 3"}
+    assert all(mode["outputs_identical"] and len(mode["seconds"]["HEAD"]) == 1 for mode in modes.values())
 
 
 def test_ab_search_and_profiling_report_bad_input_in_one_line(tmp_path, capsys):
@@ -233,7 +237,7 @@ def test_ab_search_and_profiling_report_bad_input_in_one_line(tmp_path, capsys):
     assert len(errors) == 2 and errors[0].startswith("benchmarks.ab_search: error: ") and "no-run" in errors[0]
     assert errors[1].startswith("benchmarks.profiling: error: ") and "no-run" in errors[1]
     with pytest.raises(UserError, match="--against no-such-revision"):
-        ab_search.search_at("no-such-revision")
+        ab_search.package_at("no-such-revision", tmp_path)
 
 
 def test_fused_adam_matches_the_default_on_the_joey_model():

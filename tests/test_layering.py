@@ -22,7 +22,7 @@ ALLOWED = {
     "stats": {"utils", "config", "data", "vocab"},
     "attention": set(),
     "encoder": set(),
-    "decoder": {"attention", "vocab"},
+    "decoder": {"vocab"},
     "model": {"attention", "encoder", "decoder", "config", "vocab"},
     "search": {"utils", "model", "vocab", "decoder"},
     "schedules": set(),
