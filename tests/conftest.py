@@ -1,9 +1,15 @@
 """Shared test settings and fixtures."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import torch
+
+from attnmt import download
+from attnmt.config import load_config
+
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: connection refused, never the internet
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -27,3 +33,46 @@ def corpus_with_a_huge_line(tmp_path) -> Path:
     (folder / "train.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (folder / "valid.tsv").write_text("a b\tx y\nc\tz\n", encoding="utf-8")
     return folder
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch) -> Path:
+    """A private empty cache, no $ATTNMT_DATA, and download URLs that cannot leave this machine;
+    the cache folder. Modules that read corpora use it for every test."""
+    monkeypatch.setenv("ATTNMT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ATTNMT_DATA", raising=False)
+    for name, remote in list(download.REMOTE_FILES.items()):
+        local_url = f"{UNREACHABLE}/{remote.url.rsplit('/', 1)[-1]}"
+        monkeypatch.setitem(download.REMOTE_FILES, name, dataclasses.replace(remote, url=local_url))
+    return tmp_path / "cache"
+
+
+REVERSE_RUN = [
+    "data.corpus=reverse",
+    "data.synthetic_size=2000",
+    "data.synthetic_max_len=8",
+    "data.valid_size=100",
+    "data.test_size=100",
+    "data.batch_tokens=400",
+    "model.embedding_size=32",
+    "model.encoder_hidden=32",
+    "model.decoder_hidden=64",
+    "model.dropout=0.0",
+    "train.max_steps=300",
+    "train.valid_every=150",
+    "train.lr=0.005",
+    "train.device=cpu",
+]
+
+
+@pytest.fixture(scope="session")
+def reverse_run(tmp_path_factory) -> Path:
+    """A run trained once per pytest session on the reverse task (300 steps, ~10 s on one core):
+    what translation, evaluation and plotting tests read. Tests that damage it copy it first."""
+    from attnmt.train import fit
+
+    run_dir = tmp_path_factory.mktemp("reverse") / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATTNMT_CACHE", str(run_dir.parent / "cache"))
+        fit(load_config(None, [*REVERSE_RUN, f"train.run_dir={run_dir}"]), log=lambda *args, **kwargs: None)
+    return run_dir

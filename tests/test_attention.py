@@ -9,16 +9,6 @@ from hypothesis import strategies as st
 
 from attnmt.attention import AdditiveAttention, DotAttention, GeneralAttention, NoAttention, masked_softmax
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second thread only contends for the shared cores (100x slower under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 QUERY, KEY = 5, 6  # unequal on purpose: decoder and bidirectional encoder sizes differ
 KINDS = ("additive", "dot", "scaled_dot", "general", "none")
 

@@ -27,17 +27,9 @@ from attnmt.cli import main
 from attnmt.config import DataConfig, ModelConfig
 
 ERROR = "attnmt: error: "
-UNREACHABLE = "http://127.0.0.1:9"  # the discard port: connection refused, never the internet
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    """A private empty cache, no $ATTNMT_DATA, and download URLs that cannot leave this machine."""
-    monkeypatch.setenv("ATTNMT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("ATTNMT_DATA", raising=False)
-    for name, remote in list(download.REMOTE_FILES.items()):
-        monkeypatch.setitem(download.REMOTE_FILES, name, dataclasses.replace(remote, url=f"{UNREACHABLE}/{name}"))
-    return tmp_path / "cache"
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def put(path: Path, data: str | bytes) -> Path:

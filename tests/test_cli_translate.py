@@ -1,5 +1,5 @@
 """`attnmt translate`, `attnmt evaluate` and `attnmt plot` through the real entry point,
-`attnmt.cli.main([...])`, on the tiny reverse run of test_translate (trained once a pytest session).
+`attnmt.cli.main([...])`, on the tiny reverse run of conftest.py (trained once a pytest session).
 
 Bad input must end in exit code 2 and one `attnmt: error: ...` line, never a traceback.
 """
@@ -9,30 +9,19 @@ from __future__ import annotations
 import io
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
-from test_translate import tiny_run
 
 from attnmt.cli import main
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Iterator[Path]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield tiny_run(tmp_path_factory.getbasetemp())
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture
-def copied_run(run_dir, tmp_path) -> Path:
+def copied_run(reverse_run, tmp_path) -> Path:
     """A copy of the run that a test may damage."""
-    return Path(shutil.copytree(run_dir, tmp_path / "run", ignore=shutil.ignore_patterns("tensorboard")))
+    return Path(shutil.copytree(reverse_run, tmp_path / "run", ignore=shutil.ignore_patterns("tensorboard")))
 
 
 def run_ok(capsys, *args: str) -> str:
@@ -61,22 +50,22 @@ class FakeStdin:
         return False
 
 
-def test_translate_sentences_from_arguments_keeps_blank_ones(run_dir, capsys):
-    out = run_ok(capsys, "translate", str(run_dir), "a b c", "", "d e f g", "--beam", "2")
+def test_translate_sentences_from_arguments_keeps_blank_ones(reverse_run, capsys):
+    out = run_ok(capsys, "translate", str(reverse_run), "a b c", "", "d e f g", "--beam", "2")
     assert out.split("\n") == ["c b a", "", "g f e d", ""]
 
 
-def test_translate_a_file_to_a_file(run_dir, tmp_path, capsys):
+def test_translate_a_file_to_a_file(reverse_run, tmp_path, capsys):
     source = tmp_path / "in.txt"
     source.write_text("a b c\n\n  \nd e f g\n")
     output = tmp_path / "out.txt"
-    run_ok(capsys, "translate", str(run_dir), "--input", str(source), "--output", str(output), "--beam", "1")
+    run_ok(capsys, "translate", str(reverse_run), "--input", str(source), "--output", str(output), "--beam", "1")
     assert output.read_text().split("\n") == ["c b a", "", "", "g f e d", ""]
 
 
-def test_translate_stdin_n_best(run_dir, capsys, monkeypatch):
+def test_translate_stdin_n_best(reverse_run, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", FakeStdin(b"a b c\n\nd e\n"))
-    lines = run_ok(capsys, "translate", str(run_dir), "--beam", "3", "--n-best", "3").splitlines()
+    lines = run_ok(capsys, "translate", str(reverse_run), "--beam", "3", "--n-best", "3").splitlines()
     fields = [line.split(" ||| ") for line in lines]
     assert all(len(f) == 3 for f in fields)
     indices = [int(f[0]) for f in fields]
@@ -86,32 +75,32 @@ def test_translate_stdin_n_best(run_dir, capsys, monkeypatch):
     assert scores == sorted(scores, reverse=True)
 
 
-def test_long_sentences_are_truncated_with_a_warning(run_dir, capsys):
+def test_long_sentences_are_truncated_with_a_warning(reverse_run, capsys):
     long_sentence = " ".join("abc"[i % 3] for i in range(400))
-    code = main(["translate", str(run_dir), "x y", long_sentence, "--beam", "1"])
+    code = main(["translate", str(reverse_run), "x y", long_sentence, "--beam", "1"])
     captured = capsys.readouterr()
     assert code == 0 and len(captured.out.splitlines()) == 2
     assert "warning: sentence 2 has 400 tokens" in captured.err
 
 
-def test_non_utf8_input_names_the_file_and_line(run_dir, tmp_path, capsys, monkeypatch):
+def test_non_utf8_input_names_the_file_and_line(reverse_run, tmp_path, capsys, monkeypatch):
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("a b\nc d\nd\u00e9j\u00e0 vu\n".encode("latin-1"))
-    line = run_error(capsys, "translate", str(run_dir), "--input", str(bad), "--output", str(tmp_path / "out.txt"))
+    line = run_error(capsys, "translate", str(reverse_run), "--input", str(bad), "--output", str(tmp_path / "out.txt"))
     assert f"{bad}:3: not valid UTF-8" in line
     assert not (tmp_path / "out.txt").exists(), "no half-written output"
     monkeypatch.setattr("sys.stdin", FakeStdin(b"a b\n\xff\n"))
-    assert "<stdin>:2: not valid UTF-8" in run_error(capsys, "translate", str(run_dir))
+    assert "<stdin>:2: not valid UTF-8" in run_error(capsys, "translate", str(reverse_run))
 
 
 @pytest.mark.parametrize("beam", ["0", "-3"])
-def test_beam_size_below_1_is_an_error(run_dir, capsys, beam):
-    line = run_error(capsys, "translate", str(run_dir), "a", "--beam", beam)
+def test_beam_size_below_1_is_an_error(reverse_run, capsys, beam):
+    line = run_error(capsys, "translate", str(reverse_run), "a", "--beam", beam)
     assert f"beam size must be at least 1, got {beam}" in line
 
 
-def test_n_best_larger_than_the_beam_is_an_error(run_dir, capsys):
-    line = run_error(capsys, "translate", str(run_dir), "a b", "--beam", "2", "--n-best", "3")
+def test_n_best_larger_than_the_beam_is_an_error(reverse_run, capsys):
+    line = run_error(capsys, "translate", str(reverse_run), "a b", "--beam", "2", "--n-best", "3")
     assert "n-best (3) cannot exceed the beam size (2)" in line
 
 
@@ -150,10 +139,10 @@ def test_a_config_of_another_model_is_an_error(copied_run, capsys):
     assert "another config or vocabulary" in run_error(capsys, "translate", str(copied_run), "a b")
 
 
-def test_evaluate_two_runs_prints_scores_signature_and_writes_figures(run_dir, tmp_path, capsys):
-    older = sorted((run_dir / "checkpoints").glob("step-*"))[0]
+def test_evaluate_two_runs_prints_scores_signature_and_writes_figures(reverse_run, tmp_path, capsys):
+    older = sorted((reverse_run / "checkpoints").glob("step-*"))[0]
     out_dir = tmp_path / "eval"
-    args = ["evaluate", str(run_dir), str(older), "--beam", "1", "--bootstrap", "50", "--output-dir", str(out_dir)]
+    args = ["evaluate", str(reverse_run), str(older), "--beam", "1", "--bootstrap", "50", "--output-dir", str(out_dir)]
     out = run_ok(capsys, *args)
     assert "BLEU" in out and "chrF2" in out and "p vs first" in out
     assert "BLEU signature: nrefs:1|case:mixed|eff:no|tok:13a" in out and "chrF signature: nrefs:1" in out
@@ -167,33 +156,33 @@ def test_evaluate_two_runs_prints_scores_signature_and_writes_figures(run_dir, t
     assert len((out_dir / "hypotheses-1.txt").read_text().splitlines()) == 100
 
 
-def test_evaluate_on_given_files_with_two_references(run_dir, tmp_path, capsys):
+def test_evaluate_on_given_files_with_two_references(reverse_run, tmp_path, capsys):
     (tmp_path / "src.txt").write_text("a b c\nd e\n")
     (tmp_path / "ref1.txt").write_text("c b a\nx x\n")
     (tmp_path / "ref2.txt").write_text("a a a\ne d\n")
-    args = ["evaluate", str(run_dir), "--src", str(tmp_path / "src.txt"), "--beam", "1"]
+    args = ["evaluate", str(reverse_run), "--src", str(tmp_path / "src.txt"), "--beam", "1"]
     out = run_ok(capsys, *args, "--ref", str(tmp_path / "ref1.txt"), "--ref", str(tmp_path / "ref2.txt"))
     assert "100.00" in out and "nrefs:2" in out
-    assert "--ref needs --src" in run_error(capsys, "evaluate", str(run_dir), "--ref", str(tmp_path / "ref1.txt"))
+    assert "--ref needs --src" in run_error(capsys, "evaluate", str(reverse_run), "--ref", str(tmp_path / "ref1.txt"))
 
 
-def test_plot_attention_curves_and_length_write_pictures(run_dir, tmp_path, capsys):
+def test_plot_attention_curves_and_length_write_pictures(reverse_run, tmp_path, capsys):
     one, grid = tmp_path / "one.png", tmp_path / "grid.png"
-    run_ok(capsys, "plot", "attention", str(run_dir), "a b c", "--output", str(one))
-    run_ok(capsys, "plot", "attention", str(run_dir), "a b c", "d e f", "--beam", "2", "--output", str(grid))
+    run_ok(capsys, "plot", "attention", str(reverse_run), "a b c", "--output", str(one))
+    run_ok(capsys, "plot", "attention", str(reverse_run), "a b c", "d e f", "--beam", "2", "--output", str(grid))
     curves = tmp_path / "curves.png"
-    run_ok(capsys, "plot", "curves", str(run_dir), "--output", str(curves), "--metrics", "train_loss,valid_bleu,lr")
+    run_ok(capsys, "plot", "curves", str(reverse_run), "--output", str(curves), "--metrics", "train_loss,valid_bleu,lr")
     length = tmp_path / "length.png"
-    run_ok(capsys, "plot", "length", str(run_dir), "--output", str(length), "--beam", "1", "--split", "valid")
+    run_ok(capsys, "plot", "length", str(reverse_run), "--output", str(length), "--beam", "1", "--split", "valid")
     for path in (one, grid, curves, length):
         assert path.read_bytes().startswith(PNG), path
     assert one.read_bytes() != grid.read_bytes()
-    line = run_error(capsys, "plot", "curves", str(run_dir), "--output", str(curves), "--metrics", "bleu")
+    line = run_error(capsys, "plot", "curves", str(reverse_run), "--output", str(curves), "--metrics", "bleu")
     assert "--metrics: bleu not logged; available:" in line and "valid_bleu" in line
 
 
-def test_translate_attention_writes_one_heatmap_per_sentence_and_a_grid(run_dir, tmp_path, capsys):
+def test_translate_attention_writes_one_heatmap_per_sentence_and_a_grid(reverse_run, tmp_path, capsys):
     out_dir = tmp_path / "attention"
-    run_ok(capsys, "translate", str(run_dir), "--beam", "1", "a b c", "", "d e", "--attention", str(out_dir))
+    run_ok(capsys, "translate", str(reverse_run), "--beam", "1", "a b c", "", "d e", "--attention", str(out_dir))
     assert sorted(path.name for path in out_dir.iterdir()) == ["0001.png", "0003.png", "grid.png"]
     assert all(path.read_bytes().startswith(PNG) for path in out_dir.iterdir())

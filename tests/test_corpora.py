@@ -7,7 +7,6 @@ the repository's sibling `shared/data`).
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import os
 import random
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from attnmt import corpora, download
+from attnmt import corpora
 from attnmt.config import DataConfig
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError
@@ -29,18 +28,9 @@ needs_tatoeba = pytest.mark.skipif(not (SHARED_DATA / TATOEBA_NAME).is_file(), r
 needs_multi30k = pytest.mark.skipif(
     not (SHARED_DATA / "multi30k" / "train.en.gz").is_file(), reason="no local Multi30k copy"
 )
-UNREACHABLE = "http://127.0.0.1:9"  # the discard port: connection refused, never the internet
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    """A private empty cache, no $ATTNMT_DATA, and download URLs that cannot leave this machine."""
-    monkeypatch.setenv("ATTNMT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("ATTNMT_DATA", raising=False)
-    for name, remote in list(download.REMOTE_FILES.items()):
-        local_url = f"{UNREACHABLE}/{remote.url.rsplit('/', 1)[-1]}"
-        monkeypatch.setitem(download.REMOTE_FILES, name, dataclasses.replace(remote, url=local_url))
-    return tmp_path / "cache"
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def put(path: Path, text: str | bytes) -> Path:

@@ -14,16 +14,6 @@ from attnmt.config import ModelConfig
 from attnmt.model import build_model
 from attnmt.vocab import BOS, PAD
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second thread only contends for the shared cores (100x slower under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 ATTENTIONS = ("additive", "dot", "scaled_dot", "general", "none")
 RNNS = ("gru", "lstm")
 STYLES = (("bahdanau", True), ("luong", True), ("luong", False))  # (decoder, input_feeding)

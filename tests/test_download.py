@@ -21,18 +21,9 @@ from attnmt.config import DataConfig
 from attnmt.utils import UserError
 
 TATOEBA_NAME = "tatoeba-eng-fra/fra.txt.gz"
-UNREACHABLE = "http://127.0.0.1:9"  # the discard port: connection refused, never the internet
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    """A private empty cache, no $ATTNMT_DATA, and download URLs that cannot leave this machine."""
-    monkeypatch.setenv("ATTNMT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("ATTNMT_DATA", raising=False)
-    for name, remote in list(download.REMOTE_FILES.items()):
-        local_url = f"{UNREACHABLE}/{remote.url.rsplit('/', 1)[-1]}"
-        monkeypatch.setitem(download.REMOTE_FILES, name, dataclasses.replace(remote, url=local_url))
-    return tmp_path / "cache"
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def put(path: Path, text: str | bytes) -> Path:

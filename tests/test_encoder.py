@@ -5,16 +5,6 @@ import torch
 
 from attnmt.encoder import Encoder
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second thread only contends for the shared cores (100x slower under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 VOCAB, HIDDEN = 12, 5
 VARIANTS = [
     pytest.param(rnn, bidirectional, layers, id=f"{rnn}-{'bi' if bidirectional else 'uni'}-{layers}")

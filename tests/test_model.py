@@ -10,16 +10,6 @@ from attnmt.decoder import DecoderState
 from attnmt.model import EncoderOutput, build_model, initialize, summary
 from attnmt.vocab import BOS, PAD
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second thread only contends for the shared cores (100x slower under load)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 SRC_VOCAB, TGT_VOCAB = 13, 11
 COMBINATIONS = [
     pytest.param(attention, rnn, decoder, feeding, id=f"{attention}-{rnn}-{decoder}{'-feed' if feeding else ''}")

@@ -30,15 +30,6 @@ COMBINATIONS = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second thread only contends for the shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def reverse_batch(size: int, generator: torch.Generator):
     """src (B, S), src_lengths (B,), tgt_in = BOS reversed (B, T), tgt_out = reversed EOS (B, T)."""
     lengths = torch.randint(MIN_LENGTH, MAX_LENGTH + 1, (size,), generator=generator)

@@ -7,14 +7,11 @@ lists are sorted, and a sentence's translation does not depend on the batch arou
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import torch
 
 from attnmt import search
-from attnmt.config import load_config
 from attnmt.corpora import Example, load_corpus
 from attnmt.textfiles import decode_lines, read_input, read_test_files
 from attnmt.translate import (
@@ -29,48 +26,10 @@ from attnmt.translate import (
 )
 from attnmt.utils import UserError
 
-TINY_RUN = [
-    "data.corpus=reverse",
-    "data.synthetic_size=2000",
-    "data.synthetic_max_len=8",
-    "data.valid_size=100",
-    "data.test_size=100",
-    "data.batch_tokens=400",
-    "model.embedding_size=32",
-    "model.encoder_hidden=32",
-    "model.decoder_hidden=64",
-    "model.dropout=0.0",
-    "train.max_steps=300",
-    "train.valid_every=150",
-    "train.lr=0.005",
-    "train.device=cpu",
-]
-
-
-def tiny_run(base: Path) -> Path:
-    """Train the reverse task for 300 steps (~10 s on one core) into `base`, unless a test
-    module of this pytest session already did (both translate test modules share it)."""
-    from attnmt.train import fit
-
-    run_dir = base / "reverse-run"
-    if not (run_dir / "checkpoints" / "index.json").exists():
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("ATTNMT_CACHE", str(base / "cache"))
-            fit(load_config(None, [*TINY_RUN, f"train.run_dir={run_dir}"]), log=lambda *args, **kwargs: None)
-    return run_dir
-
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Iterator[Path]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield tiny_run(tmp_path_factory.getbasetemp())
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def translator(run_dir) -> Translator:
-    return Translator.from_checkpoint(run_dir, device="cpu")
+def translator(reverse_run) -> Translator:
+    return Translator.from_checkpoint(reverse_run, device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -172,15 +131,15 @@ def test_impossible_search_sizes_are_user_errors(translator, beam_size, n_best):
         translator.translate(["a b"], translator.search_options(length_penalty=-1.0))
 
 
-def test_loading_errors_name_the_problem(run_dir, tmp_path):
+def test_loading_errors_name_the_problem(reverse_run, tmp_path):
     with pytest.raises(UserError, match="no such run directory"):
         Translator.from_checkpoint(tmp_path / "missing")
     with pytest.raises(UserError, match="expected one of best, last"):
-        Translator.from_checkpoint(run_dir, which="kept")
+        Translator.from_checkpoint(reverse_run, which="kept")
     with pytest.raises(UserError, match="not a run directory with checkpoints"):
         Translator.from_checkpoint(tmp_path)
-    last = Translator.from_checkpoint(run_dir, which="last", device="cpu")
-    assert last.checkpoint.parent == run_dir / "checkpoints"
+    last = Translator.from_checkpoint(reverse_run, which="last", device="cpu")
+    assert last.checkpoint.parent == reverse_run / "checkpoints"
 
 
 def test_heatmap_writes_a_picture(translator, tmp_path):
@@ -243,18 +202,18 @@ def test_test_files_give_multi_reference_examples(tmp_path):
         read_test_files(str(tmp_path / "src"), [str(tmp_path / "ref1")])
 
 
-def test_evaluate_runs_names_each_result_compares_it_to_the_first_and_writes_it(run_dir, test_examples, tmp_path):
-    last = run_dir / "checkpoints" / json.loads((run_dir / "checkpoints" / "index.json").read_text())["last"]
+def test_evaluate_runs_names_each_result_compares_it_to_the_first_and_writes_it(reverse_run, test_examples, tmp_path):
+    last = reverse_run / "checkpoints" / json.loads((reverse_run / "checkpoints" / "index.json").read_text())["last"]
     notes = []
     examples = test_examples[:20]
     results = evaluate_runs(
-        [run_dir, last], lambda _: examples, device="cpu", bootstrap_samples=20, announce=notes.append
+        [reverse_run, last], lambda _: examples, device="cpu", bootstrap_samples=20, announce=notes.append
     )
-    assert [r.name for r in results] == [run_dir.name, last.name] and len(notes) == 2
+    assert [r.name for r in results] == [reverse_run.name, last.name] and len(notes) == 2
     assert results[1].checkpoint == last and results[0].bootstrap.p_value is None
     assert results[1].bootstrap is not None and 0 <= results[1].bootstrap.mean <= 100
     out = write_evaluation(results, tmp_path / "eval", {"split": "test"})
     figures = json.loads((out / "evaluation.json").read_text())
-    assert figures["split"] == "test" and [run["name"] for run in figures["runs"]] == [run_dir.name, last.name]
+    assert figures["split"] == "test" and [run["name"] for run in figures["runs"]] == [reverse_run.name, last.name]
     assert figures["runs"][1]["bleu"] == results[1].evaluation.bleu.score and "bootstrap" in figures["runs"][1]
     assert len((out / "hypotheses-2.txt").read_text().splitlines()) == 20 and (out / "length.png").stat().st_size
