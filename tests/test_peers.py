@@ -15,6 +15,7 @@ from benchmarks.peers.attnmt_peer import Attnmt
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness, read_events, run_command, training_speed
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
+from benchmarks.peers.report import quality_curves, save_figure
 from benchmarks.peers.system import Command, PeerError, PeerSystem, Setup, run_pip
 from tests.test_corpora import SHARED_DATA, needs_multi30k
 
@@ -124,6 +125,11 @@ def test_quality_mode_keeps_a_finished_system_and_scores_its_checkpoints(setup, 
     stamp = done.stat().st_mtime_ns
     assert quality(harness, QualityOptions(minutes=0.1, save_every=1)) == first  # resumed: not trained again
     assert done.stat().st_mtime_ns == stamp
+    figure = quality_curves(first)  # validation BLEU against minutes, one line per system
+    [line] = figure.axes[0].lines
+    assert list(line.get_xdata()) == [point["minutes"] for point in result["curve"]]
+    assert list(line.get_ydata()) == [point["valid_bleu_tok_lc"] for point in result["curve"]]
+    assert save_figure(figure, tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_a_failing_command_is_a_peer_error_quoting_its_log(tmp_path):

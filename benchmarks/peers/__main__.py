@@ -30,7 +30,7 @@ from benchmarks.measure import describe_machine, positive_int, write_results
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
-from benchmarks.peers.report import print_quality, print_speed, quality_rows, speed_rows
+from benchmarks.peers.report import print_quality, print_speed, quality_curves, quality_rows, save_figure, speed_rows
 from benchmarks.peers.system import PeerSystem, Setup
 from benchmarks.report import markdown_table
 
@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     results["errors"] = errors = harness.errors
     path = args.json or DEFAULT_JSON[args.mode]
     write_results(path, results, "benchmarks.peers", argv)
+    if args.mode == "quality" and results["systems"]:
+        console.log(f"curves drawn in {save_figure(quality_curves(results), path.with_suffix('.png'))}")
     (print_speed if args.mode == "speed" else print_quality)(results, Console(width=200))
     console.log(f"results written to {path}")
     for line in errors.values():

@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.markup import escape
 
+from attnmt.utils import atomic_path
 from benchmarks.report import to_rich
 
 
@@ -119,6 +120,7 @@ def quality_curves(results: dict) -> Figure:
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    """Write the figure as PNG atomically (a kill leaves the previous picture, never half of one)."""
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary, format="png", dpi=110)
     return path
