@@ -4,8 +4,8 @@ The package is flat, one concept per module (sweeps are one sub-package), and im
 one way (tests/test_layering.py holds every module to its row of the table in docs/design.md):
 
     leaves      utils, attention, encoder, schedules, tables, distributed
-    text        config, tokenize, vocab, synthetic, download, metrics, plot, runlog
-    data        corpora -> data -> stats, textfiles
+    text        config, tokenize, vocab, synthetic, download, textfiles, metrics, plot, runlog
+    data        corpora -> data -> stats
     model       decoder -> model -> search, checkpoint
     workflows   train, translate (never each other)
     sweeps      sweep/: spec, store -> report -> run

@@ -229,7 +229,7 @@ def _run_translate(args: argparse.Namespace) -> None:
 
 def _examples(args: argparse.Namespace, translator, cache: dict) -> list:
     """The test set: --src/--ref files, or the --split of the run's own corpus (each read once)."""
-    from attnmt.textfiles import read_test_files
+    from attnmt.corpora import read_test_files
     from attnmt.translate import split_examples
 
     if not (args.src or args.ref):

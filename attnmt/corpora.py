@@ -12,17 +12,16 @@ keeps all its references (multi-reference evaluation).
 from __future__ import annotations
 
 import functools
-import gzip
 import os
 import random
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnmt import synthetic
 from attnmt.config import DataConfig
 from attnmt.download import locate
+from attnmt.textfiles import read_input, read_lines
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError
 
@@ -95,37 +94,6 @@ class CorpusSplits:
 # --- reading text files ------------------------------------------------------------------
 
 
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """Lines of a UTF-8 text file (gzipped if the name ends in .gz), without line ends.
-
-    Empty or blank lines are errors: in parallel data they almost always mean misalignment.
-    """
-    path = Path(path)
-    try:
-        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a folder; expected a text file") from None
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-        raise UserError(f"{path}: not a valid gzip file ({exc})") from None
-    except OSError as exc:  # no permission, a symlink loop, ...; after BadGzipFile, which is one too
-        raise UserError(f"{path}: cannot read ({exc.strerror or exc}); expected a readable text file") from None
-    try:
-        text = data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line_number = data.count(b"\n", 0, exc.start) + 1
-        raise UserError(f"{path}:{line_number}: not valid UTF-8 (byte {exc.start} of the file)") from None
-    # split("\n") rather than splitlines(): U+2028 and friends inside a sentence are not line ends.
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
-    if lines[-1] == "":
-        lines.pop()
-    for line_number, line in enumerate(lines, 1):
-        if not line.strip():
-            raise UserError(f"{path}:{line_number}: empty line; expected one sentence per line")
-    return lines
-
-
 def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> list[tuple[str, str]]:
     """(src, tgt) pairs from two line-aligned files."""
     src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
@@ -150,6 +118,27 @@ def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
             raise UserError(f"{path}:{line_number}: empty {'source' if not src else 'target'}")
         pairs.append((src, tgt))
     return pairs
+
+
+def read_test_files(src_path: str, ref_paths: Sequence[str]) -> list[Example]:
+    """Examples from a source file and one or more line-aligned reference files. A reference
+    line left empty just means fewer references for that sentence."""
+    if not ref_paths:
+        raise UserError("--src needs at least one --ref file")
+    sources = read_input(src_path)
+    columns = []
+    for ref_path in ref_paths:
+        refs = read_input(ref_path)
+        if len(refs) != len(sources):
+            raise UserError(f"{ref_path} has {len(refs)} lines but {src_path} has {len(sources)}")
+        columns.append(refs)
+    examples = []
+    for line, (source, *refs) in enumerate(zip(sources, *columns, strict=True), 1):
+        kept = tuple(ref.strip() for ref in refs if ref.strip())
+        if not kept:
+            raise UserError(f"{ref_paths[0]}:{line}: no reference for this sentence in any --ref file")
+        examples.append(Example(src=source.strip(), refs=kept))
+    return examples
 
 
 # --- splitting and filtering -------------------------------------------------------------

@@ -1,18 +1,20 @@
-"""Reading the user's text: sentences one per line from a file, standard input or a prompt,
-and line-aligned source/reference files for evaluation.
+"""Reading text: corpus files (gzipped or not), sentences one per line from a file, standard
+input or a prompt.
 
-Everything comes in as bytes and is decoded here, so that a file that is not UTF-8, missing,
-a folder, or misaligned with its references is a `UserError` naming the file and line (one
-line of output and exit code 2 from the CLI), never a traceback.
+Everything comes in as bytes and is decoded here, in one place, so that a file that is not
+UTF-8, missing, a folder, or not gzip where its name says so is a `UserError` naming the file
+and line (one line of output and exit code 2 from the CLI), never a traceback.
 """
 
 from __future__ import annotations
 
+import gzip
+import os
 import sys
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
-from attnmt.corpora import Example
 from attnmt.utils import UserError
 
 
@@ -66,22 +68,24 @@ def read_input(path: str | None) -> list[str]:
     return decode_lines(data, path)
 
 
-def read_test_files(src_path: str, ref_paths: Sequence[str]) -> list[Example]:
-    """Examples from a source file and one or more line-aligned reference files. A reference
-    line left empty just means fewer references for that sentence."""
-    if not ref_paths:
-        raise UserError("--src needs at least one --ref file")
-    sources = read_input(src_path)
-    columns = []
-    for ref_path in ref_paths:
-        refs = read_input(ref_path)
-        if len(refs) != len(sources):
-            raise UserError(f"{ref_path} has {len(refs)} lines but {src_path} has {len(sources)}")
-        columns.append(refs)
-    examples = []
-    for line, (source, *refs) in enumerate(zip(sources, *columns, strict=True), 1):
-        kept = tuple(ref.strip() for ref in refs if ref.strip())
-        if not kept:
-            raise UserError(f"{ref_paths[0]}:{line}: no reference for this sentence in any --ref file")
-        examples.append(Example(src=source.strip(), refs=kept))
-    return examples
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Lines of a UTF-8 corpus file (gzipped if the name ends in .gz), without line ends.
+
+    Empty or blank lines are errors: in parallel data they almost always mean misalignment.
+    """
+    path = Path(path)
+    try:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder; expected a text file") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise UserError(f"{path}: not a valid gzip file ({exc})") from None
+    except OSError as exc:  # no permission, a symlink loop, ...; after BadGzipFile, which is one too
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc}); expected a readable text file") from None
+    lines = decode_lines(data, str(path))
+    for line_number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise UserError(f"{path}:{line_number}: empty line; expected one sentence per line")
+    return lines

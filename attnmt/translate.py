@@ -3,7 +3,7 @@
 The path a sentence takes: source tokenizer -> source vocabulary -> `search.decode_all`
 (length-sorted batches, greedy or beam) -> target vocabulary -> detokenizer. `evaluate` adds
 sacreBLEU BLEU and chrF on the detokenized text, the tokenized-lowercased BLEU of older papers,
-and BLEU by source length. Reading the user's text files is `textfiles`.
+and BLEU by source length. Reading the user's text files is `textfiles` (and `corpora.read_test_files`).
 """
 
 from __future__ import annotations

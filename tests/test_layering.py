@@ -17,7 +17,7 @@ ALLOWED = {
     "vocab": {"utils"},
     "synthetic": {"utils"},
     "download": {"utils"},
-    "corpora": {"utils", "config", "tokenize", "synthetic", "download"},
+    "corpora": {"utils", "config", "tokenize", "synthetic", "download", "textfiles"},
     "data": {"utils", "config", "corpora", "download", "tokenize", "vocab"},
     "stats": {"utils", "config", "data", "vocab"},
     "attention": set(),
@@ -29,7 +29,7 @@ ALLOWED = {
     "runlog": {"utils"},
     "tables": set(),
     "distributed": set(),
-    "textfiles": {"utils", "corpora"},
+    "textfiles": {"utils"},
     "checkpoint": {"utils", "config", "model", "vocab", "tokenize"},
     "train": {
         "utils",

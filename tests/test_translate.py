@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from attnmt import search
-from attnmt.corpora import Example, load_corpus
-from attnmt.textfiles import decode_lines, read_input, read_test_files
+from attnmt.corpora import Example, load_corpus, read_test_files
+from attnmt.textfiles import decode_lines, read_input
 from attnmt.translate import (
     MAX_SOURCE_TOKENS,
     Translator,
