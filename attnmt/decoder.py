@@ -14,7 +14,7 @@ the attention's `project_keys` made of them once per batch.
 Speed by construction. The RNN parameters live in an nn.GRU / nn.LSTM, so where no step
 depends on attention through recurrence (Luong without input feeding; no attention at all)
 the whole target runs in one RNN call and one batched attention. A single step runs the same
-weights through the gate equations below, as fast as nn.GRUCell / nn.LSTMCell and faster than
+weights through the gate equations below, within 10% of nn.GRUCell / nn.LSTMCell and faster than
 nn.GRU / nn.LSTM on a length-1 sequence (`python -m benchmarks.kernels` measures all three).
 Owning the gate equations also lets the teacher-forced loop project all target embeddings
 through the RNN's input weights at once, and the output layers run once over (B, T) after the
