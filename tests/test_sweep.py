@@ -266,12 +266,13 @@ def postgresql_url(tmp_path_factory) -> Iterator[str]:
     server.cleanup()
 
 
-def running_trial_with_checkpoint(store: Store, study: str, sweep_dir: Path, step: int):
-    """A RUNNING trial owned by a worker whose run has saved its checkpoint at `step`, or None."""
+def running_trial_with_checkpoint(store: Store, study: str, sweep_dir: Path, step: int, pid: int):
+    """A RUNNING trial of the worker `pid` whose run has saved its checkpoint at `step`, or None."""
     try:
-        running = [t for t in store.load(study).get_trials() if t.state.name == "RUNNING" and "pid" in t.user_attrs]
+        trials = store.load(study).get_trials()
     except UserError:  # the study does not exist yet
         return None
+    running = [t for t in trials if t.state.name == "RUNNING" and t.user_attrs.get("pid") == pid]
     for trial in running:
         index = sweep_dir / trial.user_attrs["run_dir"] / "checkpoints" / "index.json"
         with contextlib.suppress(OSError, ValueError):
@@ -286,10 +287,20 @@ def test_two_workers_on_postgresql_survive_a_killed_worker_and_match_sqlite(tmp_
     plan = load_plan(spec)
     store = Store(postgresql_url)
     process = sweep_process(spec, "--workers", "2", "--storage", postgresql_url)
+    # The second worker: the sweep's main process joins its workers in order, so this one, once
+    # killed, stays an unreaped zombie while the first works on; the first must still take over.
+    import psutil  # installed with pgserver
+
+    def started(child) -> float:
+        return child.create_time()
+
     killed, deadline = None, time.time() + 180
     while killed is None and time.time() < deadline and process.poll() is None:
         time.sleep(0.05)
-        killed = running_trial_with_checkpoint(store, plan.name, plan.sweep_dir, step=10)
+        children = psutil.Process(process.pid).children()
+        workers = sorted((c for c in children if "resource_tracker" not in " ".join(c.cmdline())), key=started)
+        if len(workers) == 2:
+            killed = running_trial_with_checkpoint(store, plan.name, plan.sweep_dir, step=10, pid=workers[1].pid)
     assert killed is not None, process.communicate()[1][-2000:]
     os.kill(killed.user_attrs["pid"], signal.SIGKILL)  # mid-trial, after its step-10 checkpoint
     out, err = process.communicate(timeout=300)
