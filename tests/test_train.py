@@ -1,5 +1,6 @@
 """Training: exact resume, repeatable runs, DDP equals one process, clean stops."""
 
+import contextlib
 import json
 import math
 import os
@@ -242,6 +243,17 @@ def start_stalling_run(tmp_path: Path, *overrides: str) -> tuple[subprocess.Pope
     return process, run_dir
 
 
+@contextlib.contextmanager
+def ended(process: subprocess.Popen):
+    """Kill the process if the block fails before it ended: a stalled child never outlives its test."""
+    try:
+        yield
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def assert_resumable_from_step_4(run_dir: Path) -> None:
     last = resolve_checkpoint(run_dir, "last")
     assert load_trainer_state(last)["progress"]["step"] == 4
@@ -250,12 +262,13 @@ def assert_resumable_from_step_4(run_dir: Path) -> None:
 
 def test_a_second_signal_ends_a_step_that_never_ends_at_once_and_keeps_the_last_checkpoint(tmp_path):
     process, run_dir = start_stalling_run(tmp_path)
-    process.send_signal(signal.SIGTERM)
-    time.sleep(1.5)
-    assert process.poll() is None  # the first signal waits for the end of the step
-    started = time.time()
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=30)
+    with ended(process):
+        process.send_signal(signal.SIGTERM)
+        time.sleep(1.5)
+        assert process.poll() is None  # the first signal waits for the end of the step
+        started = time.time()
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130 and time.time() - started < 10, stderr
     assert "a second signal: stopping training at once" in stderr and "Traceback" not in stderr
     assert_resumable_from_step_4(run_dir)
@@ -263,8 +276,9 @@ def test_a_second_signal_ends_a_step_that_never_ends_at_once_and_keeps_the_last_
 
 def test_one_signal_and_a_step_that_outlasts_the_grace_period_end_the_run(tmp_path):
     process, run_dir = start_stalling_run(tmp_path, "train.stop_grace_seconds=2")
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=30)
+    with ended(process):
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
     assert "no step ended within 2 s of the signal" in stderr and "Traceback" not in stderr
     assert_resumable_from_step_4(run_dir)
