@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -273,7 +274,10 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> None:
         console.print("[yellow]runs were evaluated on different test sets: no significance test[/yellow]")
     console.print(length_table(results))
     if args.output_dir:
+        from attnmt.utils import choose_device, describe_machine
+
         test_set = {"split": None if args.src else args.split, "src": args.src, "refs": args.ref}
+        test_set |= {"command": args.command_line, "machine": describe_machine(choose_device(args.device))}
         try:
             out_dir = write_evaluation(results, args.output_dir, test_set)
         except UserError as error:
@@ -408,6 +412,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         args.sentences = [*args.sentences, *extras]
     elif extras:
         parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    args.command_line = shlex.join(["attnmt", *(sys.argv[1:] if argv is None else argv)])  # recorded in results
     return args
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import random
 import signal
 import socket
@@ -60,6 +61,43 @@ def choose_device(requested: str = "auto") -> str:
     if not available[kind]:
         raise UserError(f"train.device: {requested!r} was requested but is not available on this machine")
     return requested
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "processor\t: ")) and ":" in line:
+                name = line.split(":", 1)[1].strip()
+                if name and not name.isdigit():
+                    return name
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def describe_machine(device=None) -> dict:
+    """CPU, cores, memory, torch and thread count, GPU name: what a reader needs to compare
+    numbers. `device`: a torch.device or its name (default cpu)."""
+    import torch
+
+    device = torch.device(device or "cpu")
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    machine = {
+        "cpu": cpu_model(),
+        "cores": cores,
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "device": str(device),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+    }
+    return machine
 
 
 def _read_umask() -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -149,6 +150,8 @@ def test_evaluate_two_runs_prints_scores_signature_and_writes_figures(reverse_ru
     assert "BLEU by source length" in out
     figures = json.loads((out_dir / "evaluation.json").read_text())
     assert figures["split"] == "test" and len(figures["runs"]) == 2
+    assert figures["command"] == shlex.join(["attnmt", *args])  # how the figures were made, and where
+    assert figures["machine"]["cores"] >= 1 and figures["machine"]["cpu"] and figures["machine"]["torch"]
     best = figures["runs"][0]
     assert best["sentences"] == 100 and best["bleu"] > 50 and best["chrf"] > 50 and best["tokenized_bleu"] > 50
     assert best["bootstrap"]["p_value"] is None and figures["runs"][1]["bootstrap"]["p_value"] is not None
