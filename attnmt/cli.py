@@ -260,8 +260,6 @@ def _evaluate_runs(args: argparse.Namespace, console: Console, bootstrap_samples
 def _run_evaluate(args: argparse.Namespace, console: Console) -> None:
     from attnmt.translate import write_evaluation
 
-    if args.bootstrap < 1:
-        raise UserError(f"--bootstrap must be at least 1, got {args.bootstrap}")
     results = _evaluate_runs(args, console, args.bootstrap)
     title = f"{args.src} ({len(args.ref)} reference files)" if args.src else f"{args.split} split"
     console.print(scores_table(results, title))

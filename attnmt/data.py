@@ -309,8 +309,7 @@ def build_vocabs(cfg: DataConfig, src_tokens: list[list[str]], tgt_tokens: list[
     """Vocabularies from training tokens only; one shared vocabulary if configured. A vocabulary
     left without a real token (a min_freq above every count) would train a useless model in
     silence: it is a UserError naming the setting."""
-    shared = {"shared": src_tokens + tgt_tokens}
-    sides = shared if cfg.shared_vocab else {"source": src_tokens, "target": tgt_tokens}
+    sides = {"shared": src_tokens + tgt_tokens} if cfg.shared_vocab else {"source": src_tokens, "target": tgt_tokens}
     vocabs = {}
     for side, tokens in sides.items():
         vocabs[side] = Vocab.build(tokens, min_freq=cfg.min_freq, max_size=cfg.max_vocab_size)

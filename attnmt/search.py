@@ -55,6 +55,18 @@ class SearchOptions:
                 f"need max_length_a >= 0 and max_length_b >= 1, got {self.max_length_a} and {self.max_length_b}"
             )
 
+    @classmethod
+    def from_config(cls, decode, **overrides) -> SearchOptions:
+        """A config's `decode` section (beam size, length penalty, length limit; one hypothesis
+        per sentence), with `overrides` of the same names (None keeps a setting)."""
+        settings = {
+            "beam_size": decode.beam_size,
+            "length_penalty": decode.length_penalty,
+            "max_length_a": decode.max_length_a,
+            "max_length_b": decode.max_length_b,
+        }
+        return cls(**(settings | {key: value for key, value in overrides.items() if value is not None}))
+
     @property
     def is_greedy(self) -> bool:
         return self.beam_size == 1 and self.n_best == 1

@@ -50,7 +50,6 @@ class Progress:
     best_score: float | None = None
     bad_validations: int = 0
     plateau_scale: float = 1.0  # reduce-on-plateau factor applied to the scheduled lr
-    skipped_steps: int = 0  # fp16: steps the gradient scaler skipped (gradients overflowed)
     history: list[float] = field(default_factory=list)  # validation scores, oldest first
 
 
@@ -98,10 +97,9 @@ def validate(model, bundle: DataBundle, config: Config, device: torch.device) ->
     examples = bundle.valid.examples[: config.train.valid_bleu_sentences]
     if examples:
         codec = bundle.codec
-        decode = config.decode
-        greedy = SearchOptions(max_length_a=decode.max_length_a, max_length_b=decode.max_length_b)
+        greedy = SearchOptions.from_config(config.decode, beam_size=1)
         sources = [codec.encode_source(example.src) for example in examples]
-        hypotheses = decode_all(model, sources, greedy, batch_size=decode.batch_size, device=device)
+        hypotheses = decode_all(model, sources, greedy, batch_size=config.decode.batch_size, device=device)
         texts = [codec.decode_target(h[0].tokens) for h in hypotheses]
         results["valid_bleu"] = bleu(texts, [e.refs for e in examples], lowercase=config.data.lowercase).score
     model.train(was_training)
@@ -292,19 +290,19 @@ class Trainer:
         if train.clip_grad_norm:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), train.clip_grad_norm)
-        self._step_optimizer()
+        self.scaler.step(self.optimizer)  # without fp16: optimizer.step(); with: skipped if a gradient overflowed
+        self.scaler.update()
         self.progress.tokens += global_tokens
         return loss.detach()
 
-    def _step_optimizer(self) -> None:
-        if not self.scaler.is_enabled():
-            self.optimizer.step()
-            return
-        scale = self.scaler.get_scale()
-        self.scaler.step(self.optimizer)  # skipped when a gradient is inf or NaN
-        self.scaler.update()
-        if self.scaler.get_scale() < scale:
-            self.progress.skipped_steps += 1
+    def skipped_steps(self) -> int:
+        """Training steps whose update the fp16 scaler skipped (their gradients overflowed).
+
+        Derived rather than counted: Adam counts the updates it made (a skipped one is undone or
+        never made), so the difference needs no device sync at every step, only when logged.
+        """
+        updates = max((int(state["step"]) for state in self.optimizer.state.values() if "step" in state), default=0)
+        return self.progress.step - updates
 
     def run(self) -> dict:
         """Train until a limit, early stopping or a signal; validate and checkpoint on the way."""
@@ -359,7 +357,7 @@ class Trainer:
             "elapsed": self.progress.elapsed,
         }
         if self.scaler.is_enabled():
-            record["skipped_steps"] = self.progress.skipped_steps
+            record["skipped_steps"] = self.skipped_steps()
             record["loss_scale"] = self.scaler.get_scale()
         self.metrics.write(record)
         self.display.update(

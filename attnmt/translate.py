@@ -119,16 +119,7 @@ class Translator:
     def search_options(self, **overrides) -> SearchOptions:
         """The run's `decode` settings as SearchOptions, with `overrides` (None keeps a setting);
         impossible settings are a UserError."""
-        decode = self.config.decode
-        settings = {
-            "beam_size": decode.beam_size,
-            "n_best": 1,
-            "length_penalty": decode.length_penalty,
-            "max_length_a": decode.max_length_a,
-            "max_length_b": decode.max_length_b,
-        }
-        settings.update({key: value for key, value in overrides.items() if value is not None})
-        return SearchOptions(**settings)
+        return SearchOptions.from_config(self.config.decode, **overrides)
 
     def translate(
         self,
@@ -336,7 +327,7 @@ def evaluate_runs(
     as `options_for(translator)` says (default: each run's decode settings); then, when all
     runs were scored on the same sentences and references, the paired bootstrap against the first."""
     if bootstrap_samples < 1:
-        raise UserError(f"bootstrap samples must be at least 1, got {bootstrap_samples}")
+        raise UserError(f"--bootstrap: need at least 1 bootstrap sample, got {bootstrap_samples}")
     results = []
     for name, run in zip(run_names(runs), runs, strict=True):
         translator = Translator.from_checkpoint(run, which=which, device=device)

@@ -86,10 +86,14 @@ def describe_machine(device=None) -> dict:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
         cores = os.cpu_count() or 1
+    try:
+        memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows) or no such name
+        memory_gib = None
     machine = {
         "cpu": cpu_model(),
         "cores": cores,
-        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "memory_gib": memory_gib,
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,

@@ -49,7 +49,7 @@ def translate(args: argparse.Namespace) -> None:
     decode = translator.config.decode
     started = time.perf_counter()
     # max_length_a 0: the same fixed length limit as the peers
-    options = SearchOptions(args.beam, 1, decode.length_penalty, max_length_a=0.0, max_length_b=args.max_length)
+    options = SearchOptions.from_config(decode, beam_size=args.beam, max_length_a=0.0, max_length_b=args.max_length)
     hypotheses = decode_all(translator.model, sources, options, batch_size=args.batch)
     seconds = time.perf_counter() - started
     target = translator.codec.tgt_vocab
