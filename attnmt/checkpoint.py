@@ -230,6 +230,16 @@ def resolve_checkpoint(path: str | Path, which: str = "best") -> Path:
     return folder
 
 
+def read_meta(checkpoint: str | Path) -> dict[str, Any]:
+    """A checkpoint's meta.json (step, validation score, seconds and tokens of training so far);
+    empty when the file is missing or unreadable, since it only describes the weights."""
+    try:
+        meta = json.loads((Path(checkpoint) / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def run_dir_of(checkpoint: Path) -> Path:
     """checkpoints/step-N -> the run directory holding config and vocabularies."""
     return checkpoint.parent.parent

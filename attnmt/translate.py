@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from attnmt.checkpoint import load_weights, resolve_checkpoint, run_dir_of
+from attnmt.checkpoint import checkpoints_dir, load_weights, read_index, read_meta, resolve_checkpoint, run_dir_of
 from attnmt.config import Config, DataConfig, load_config
 from attnmt.corpora import Example, load_corpus
 from attnmt.data import TextCodec
@@ -348,7 +348,12 @@ def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test
     figures = {**test_set, "runs": []}
     try:
         for index, result in enumerate(results, 1):
-            run = {"name": result.name, "checkpoint": str(result.checkpoint), **result.evaluation.figures()}
+            run = {
+                "name": result.name,
+                "checkpoint": str(result.checkpoint),
+                "training": training_summary(result.checkpoint),
+                **result.evaluation.figures(),
+            }
             if result.bootstrap is not None:
                 compared = result.bootstrap
                 run["bootstrap"] = {"mean": compared.mean, "ci95": compared.ci, "p_value": compared.p_value}
@@ -360,6 +365,26 @@ def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test
     except OSError as exc:
         raise UserError(f"{out_dir}: cannot write the evaluation ({exc.strerror or exc})") from None
     return out_dir
+
+
+def training_summary(checkpoint: Path) -> dict[str, float | int | None]:
+    """How the scored weights were trained, from the checkpoints' meta.json: the checkpoint's
+    step, validation score and minutes of training, and the steps and minutes of the whole run
+    (its last checkpoint). None where a checkpoint does not say."""
+    scored = read_meta(checkpoint)
+    last_name = read_index(run_dir_of(checkpoint)).last
+    last = read_meta(checkpoints_dir(run_dir_of(checkpoint)) / last_name) if last_name else {}
+    return {
+        "step": scored.get("step"),
+        "valid_score": scored.get("score"),
+        "minutes": _minutes(scored),
+        "run_steps": last.get("step"),
+        "run_minutes": _minutes(last),
+    }
+
+
+def _minutes(meta: dict) -> float | None:
+    return None if meta.get("elapsed") is None else meta["elapsed"] / 60
 
 
 def length_points(results: Sequence[RunEvaluation]) -> dict[str, list[tuple[str, float]]]:

@@ -216,4 +216,9 @@ def test_evaluate_runs_names_each_result_compares_it_to_the_first_and_writes_it(
     figures = json.loads((out / "evaluation.json").read_text())
     assert figures["split"] == "test" and [run["name"] for run in figures["runs"]] == [reverse_run.name, last.name]
     assert figures["runs"][1]["bleu"] == results[1].evaluation.bleu.score and "bootstrap" in figures["runs"][1]
+    trained = {run["name"]: run["training"] for run in figures["runs"]}  # how the scored weights were trained
+    last_step = int(last.name.removeprefix("step-"))
+    assert trained[last.name]["step"] == trained[last.name]["run_steps"] == last_step
+    assert trained[reverse_run.name]["run_steps"] == last_step and trained[reverse_run.name]["valid_score"] is not None
+    assert 0 < trained[reverse_run.name]["minutes"] <= trained[reverse_run.name]["run_minutes"]
     assert len((out / "hypotheses-2.txt").read_text().splitlines()) == 20 and (out / "length.png").stat().st_size
