@@ -359,7 +359,7 @@ def _run_sweep(args: argparse.Namespace, console: Console) -> None:
     if words[0] == "report" and len(words) == 2:
         from attnmt.sweep.report import report
 
-        report(words[1], storage=args.storage, output_dir=args.output_dir, console=console)
+        report(words[1], storage=args.storage, output_dir=args.output_dir, console=console, command=args.command_line)
         return
     if len(words) != 1:
         raise UserError("expected `attnmt sweep SWEEP.yaml` or `attnmt sweep report SWEEP.yaml|SWEEP_DIR`")
@@ -375,6 +375,7 @@ def _run_sweep(args: argparse.Namespace, console: Console) -> None:
         storage=args.storage,
         data_dir=args.data_dir,
         retry_failed=args.retry_failed,
+        command=args.command_line,
     )
     console.print(
         f"sweep: {', '.join(f'{n} {state}' for state, n in counts.items())}; "

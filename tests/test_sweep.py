@@ -88,6 +88,7 @@ def test_a_2x2_grid_runs_to_completion_with_sqlite(grid_2x2):
         assert 0 <= attrs["test_bleu"] <= 100 and attrs["test_sentences"] == 30 and attrs["test_beam"] == 2
         assert attrs["parameters"] > 0 and attrs["tokens_per_s"] > 0 and attrs["steps"] == 20
         assert attrs["valid_loss"] > 0 and attrs["train_seconds"] > 0
+        assert attrs["machine"]["cpu"] and attrs["machine"]["threads"] == 1 and attrs["command"] is None
         run_dir = sweep_dir / attrs["run_dir"]
         assert (run_dir / "config.yaml").is_file() and (run_dir / "checkpoints" / "index.json").is_file()
         assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["threads"] == 1
@@ -156,6 +157,18 @@ def test_the_report_tables_and_plots_come_from_the_stored_study(grid_2x2, tmp_pa
     assert main(["sweep", "report", str(spec), "--output-dir", str(tmp_path / "cli")]) == 0
     shown = capsys.readouterr().out
     assert "valid BLEU" in shown and all(name in shown for name in stored)
+    # The raw results: each trial's figures and validation curve, the command and the machine.
+    raw = json.loads((tmp_path / "cli" / "trials.json").read_text())
+    assert raw["command"] == f"attnmt sweep report {spec} --output-dir {tmp_path / 'cli'}"
+    assert raw["machine"]["cpu"] and {trial["name"] for trial in raw["trials"]} == set(stored)
+    for trial in raw["trials"]:
+        records = read_metrics(load_plan(spec).sweep_dir / trial["run_dir"])
+        assert trial["validation"] == [
+            {"step": r["step"], "valid_loss": r["valid_loss"], "valid_bleu": r["valid_bleu"]}
+            for r in records
+            if "valid_loss" in r
+        ]
+        assert trial["test_bleu"] == pytest.approx(stored[trial["name"]]["test_bleu"])
 
 
 def test_the_training_loss_at_the_end_is_the_mean_of_the_last_five_windows():

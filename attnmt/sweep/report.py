@@ -59,7 +59,8 @@ def _row(study_name: str, trial) -> dict[str, Any]:
     attrs = trial.user_attrs
     row = {"study": study_name, "number": trial.number, "state": trial.state.name.lower()}
     row.update({key: attrs.get(key) for key in ("key", "name", "run_dir", "experiment", "config", "error")})
-    row.update({key: attrs.get(key) for key in (*FIGURES, "parameters", "steps", "test_by_length")})
+    extra = ("parameters", "steps", "test_by_length", "command", "machine")
+    row.update({key: attrs.get(key) for key in (*FIGURES, *extra)})
     return row
 
 
@@ -236,6 +237,29 @@ def _read_metrics(sweep_dir: Path, row: dict) -> list[dict]:
         return []
 
 
+def _raw_results(name: str, rows: list[dict], command: str | None) -> dict[str, Any]:
+    """Every trial's figures and validation curve, the commands that made them and the machines
+    they ran on: the raw results behind the tables and plots, small enough to keep."""
+    trials = []
+    for row in rows:
+        trial = {key: value for key, value in row.items() if key not in ("metrics", "config")}
+        trial["validation"] = [
+            {key: record[key] for key in ("step", "valid_loss", "valid_bleu") if key in record}
+            for record in row["metrics"]
+            if "valid_loss" in record
+        ]
+        trials.append(trial)
+    machines = [row["machine"] for row in rows if row.get("machine")]
+    sweep_commands = sorted({row["command"] for row in rows if row.get("command")})
+    return {
+        "study": name,
+        "command": " && ".join([*sweep_commands, *([command] if command else [])]),
+        # the machine of the trials when they all ran on one kind; each trial names its own
+        "machine": machines[0] if machines and all(m == machines[0] for m in machines) else None,
+        "trials": trials,
+    }
+
+
 def _curves(rows: list[dict]) -> list[list[dict]]:
     return [row["metrics"] for row in rows if row["metrics"]]
 
@@ -285,8 +309,11 @@ def _plots(out: Path, rows: list[dict], layout: dict) -> list[Path]:
     return written
 
 
-def report(target: str, *, storage: str | None = None, output_dir: str | None = None, console=None) -> Path:
-    """Tables and plots of a sweep; returns the folder they were written to."""
+def report(
+    target: str, *, storage: str | None = None, output_dir: str | None = None, console=None, command: str | None = None
+) -> Path:
+    """Tables, plots and trials.json of a sweep; returns the folder they were written to.
+    `command` is the report's own command line, recorded in trials.json."""
     sweep_dir, name, url = _locate(target, storage)
     store = Store(url)
     layout = store.load(name).user_attrs.get("layout")
@@ -325,11 +352,13 @@ def report(target: str, *, storage: str | None = None, output_dir: str | None = 
         trials_csv, length_csv = _csv(rows, axes)
         write_text_atomic(out / "trials.csv", trials_csv)
         write_text_atomic(out / "length.csv", length_csv)
+        write_text_atomic(out / "trials.json", json.dumps(_raw_results(name, rows, command), indent=1) + "\n")
         plots = _plots(out, rows, layout)
     except OSError as exc:
         raise UserError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     if console is not None:
         for table in tables:
             console.print(table)
-        console.print(f"wrote {out}/trials.md, trials.csv, length.csv and {len(plots)} plots", markup=False)
+        written = f"trials.md, trials.csv, length.csv, trials.json and {len(plots)} plots"
+        console.print(f"wrote {out}/{written}", markup=False)
     return out

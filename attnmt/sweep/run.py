@@ -30,7 +30,7 @@ from pathlib import Path
 
 from attnmt.config import Config, ConfigError
 from attnmt.sweep.spec import SET_BY_SWEEP, Plan, SearchParam, config_key, describe, flatten, load_plan
-from attnmt.utils import Interrupted, UserError, write_text_atomic
+from attnmt.utils import Interrupted, UserError, describe_machine, write_text_atomic
 
 
 def run_sweep(
@@ -42,8 +42,10 @@ def run_sweep(
     data_dir: str | None = None,
     retry_failed: bool = False,
     say: Callable[[str], None] | None = None,
+    command: str | None = None,
 ) -> dict[str, int]:
-    """Run (or resume) every trial of the sweep file; returns trial counts by state."""
+    """Run (or resume) every trial of the sweep file; returns trial counts by state. `command`,
+    the command line that ran it, is stored with each trial it completes, with the machine."""
     from attnmt.sweep.store import Store, default_url
 
     plan = load_plan(path)  # every trial config is validated before the database is touched
@@ -55,6 +57,7 @@ def run_sweep(
         "url": url,
         "threads": threads or max(1, _cores() // workers),
         "data_dir": data_dir,
+        "command": command,
         # Optuna stamps trials with the local time; failures before this moment are retried.
         "retry_before": datetime.now() if retry_failed else None,
     }
@@ -250,6 +253,8 @@ class Worker:
             self.say(f"trial {name}: failed: {(error or type(exc).__name__).splitlines()[0]}")
             return
         results["wall_seconds"] = time.time() - started
+        # A trial's figures say how they were made: trials of one study may run on many machines.
+        results.update(command=self.options["command"], machine=describe_machine())
         if results.get(metric) is None:
             self.store.finish(study, trial.number, _state("FAIL"), {**results, "error": f"no {metric} was logged"})
         elif self.store.finish(study, trial.number, _state("COMPLETE"), results, results[metric]):
