@@ -10,7 +10,7 @@ ifneq ($(wildcard ../shared/data),)
 export ATTNMT_DATA ?= $(abspath ../shared/data)
 endif
 
-.PHONY: test demo lint clean
+.PHONY: test demo lint notebook clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ lint: $(VENV)/.installed-dev
 
 test: lint
 	$(PY) -m pytest
+
+# Execute the guided notebook and save it with its outputs (commit the result).
+notebook: $(VENV)/.installed-dev
+	$(PY) notebooks/execute.py
 
 DEMO_RUN := runs/demo
 # The seeds' examples ("go .", "i lost .", "he's calm .", "i'm home .") written as natural text

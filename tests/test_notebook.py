@@ -1,10 +1,13 @@
 """The guided notebook: its sections and 34 questions are all there, in order, each answered by
-prose and code; it is committed without outputs; and it runs top to bottom without an error.
+prose and code; it is committed with its outputs and figures; and it runs top to bottom without
+an error, showing what the committed copy shows.
 
 Executing it trains several small models on the real Tatoeba corpus (read from $ATTNMT_DATA,
 default ../shared/data): about 4 minutes on 2 CPU cores. `pytest -m "not notebook"` leaves it out.
 """
 
+import ast
+import importlib.util
 import os
 import re
 import time
@@ -13,7 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "attention_seq2seq.ipynb"
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOK = NOTEBOOKS / "attention_seq2seq.ipynb"
 SHARED_DATA = Path(os.environ.get("ATTNMT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 # (section title, its questions), in the order of the notebook's outline.
@@ -36,6 +40,19 @@ QUESTION_HEADING = re.compile(r"^### Q(\d+)\. \S")
 # How long executing may take before the test fails: twice the notebook's time budget (6 minutes
 # on 2 cores), so a slower CI machine passes but a notebook that grew far too slow does not.
 TIME_LIMIT_S = 12 * 60
+# An absolute path of a build machine in a committed output (a temporary folder, a home).
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:tmp|home|root|work|Users|var|private)/")
+
+
+def _load_execute():
+    """`execute` of notebooks/execute.py, the script `make notebook` runs: one way to run it."""
+    spec = importlib.util.spec_from_file_location("notebook_execute", NOTEBOOKS / "execute.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.execute
+
+
+execute = _load_execute()
 
 
 def read_notebook() -> nbformat.NotebookNode:
@@ -80,31 +97,72 @@ def test_every_question_has_prose_and_code():
         assert {"prose", "code"} <= answer, f"Q{items[start][1]} needs prose and a code cell"
 
 
-def test_committed_without_outputs():
-    """Outputs would go stale with every change of the library and bloat diffs; CI runs the
-    notebook instead, and a reader runs it in a few minutes."""
-    for index, cell in enumerate(read_notebook().cells):
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, f"cell {index}: clear its outputs"
+def output_kinds(cell: nbformat.NotebookNode) -> list[str]:
+    """What a code cell showed, in order, without the values: "stdout", "stderr", "image", "text"."""
+    kinds = []
+    for output in cell.outputs:
+        if output.output_type == "stream":
+            kind = output.name
+        elif output.output_type in ("display_data", "execute_result"):
+            kind = "image" if "image/png" in output.data else "text"
+        else:
+            kind = output.output_type
+        if not kinds or kinds[-1] != kind:  # a stream may arrive in several chunks
+            kinds.append(kind)
+    return kinds
+
+
+def draws(source: str) -> bool:
+    """Whether a cell shows a figure itself (`plt.show()`, `display(Image(...))`), outside the
+    functions it only defines. A cell with IPython magics is not Python: it draws nothing here."""
+    try:
+        module = ast.parse(source)
+    except SyntaxError:
+        return False
+    top_level = [node for node in module.body if not isinstance(node, ast.FunctionDef | ast.ClassDef)]
+    shown = "".join(ast.unparse(node) for node in top_level)
+    return "plt.show()" in shown or "display(Image(" in shown
+
+
+def code_cells(notebook: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    return [cell for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def test_committed_with_its_outputs():
+    """The committed notebook shows its results and figures on the repository's web page without
+    being run: executed top to bottom in one go (`make notebook`), no errors, every figure there,
+    no path of the machine it ran on, and small enough to read in a browser."""
+    cells = code_cells(read_notebook())
+    assert [cell.execution_count for cell in cells] == list(range(1, len(cells) + 1)), "run `make notebook`"
+    texts = []
+    for index, cell in enumerate(cells):
+        kinds = output_kinds(cell)
+        assert "error" not in kinds, f"code cell {index + 1} failed when the notebook was executed"
+        if draws(cell.source):
+            assert "image" in kinds, f"code cell {index + 1} draws a figure, but none was saved"
+        texts += [output.get("text", "") for output in cell.outputs]
+    assert sum("image/png" in output.get("data", {}) for cell in cells for output in cell.outputs) >= 15
+    assert not MACHINE_PATH.search("".join(texts)), "an output shows a path of the machine that ran it"
+    assert NOTEBOOK.stat().st_size < 3_000_000
 
 
 @pytest.mark.notebook
 @pytest.mark.skipif(
     not (SHARED_DATA / "tatoeba-eng-fra" / "fra.txt.gz").is_file(), reason="no local Tatoeba copy (set ATTNMT_DATA)"
 )
-def test_notebook_runs(tmp_path, monkeypatch):
-    """Every cell runs without an error (its asserts included), in a scratch folder, offline."""
-    from nbclient import NotebookClient
-
+def test_notebook_runs_and_shows_what_is_committed(tmp_path, monkeypatch):
+    """Every cell runs without an error (its asserts included), in a scratch folder, offline, and
+    shows the same kinds of output as the committed notebook (printed text, figures), cell by
+    cell: the numbers may differ between machines, the claims and pictures may not."""
     monkeypatch.setenv("ATTNMT_DATA", str(SHARED_DATA))
     monkeypatch.setenv("ATTNMT_CACHE", str(tmp_path / "cache"))  # never the user's cache, never the network
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebook's runs go to a temporary folder: this one
+    committed = read_notebook()
     notebook = read_notebook()
-    client = NotebookClient(
-        notebook, timeout=TIME_LIMIT_S, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    )
     started = time.perf_counter()
-    client.execute()  # raises CellExecutionError naming the cell and its traceback
+    execute(notebook, tmp_path, timeout=TIME_LIMIT_S)  # raises CellExecutionError naming the cell
     elapsed = time.perf_counter() - started
     print(f"notebook executed in {elapsed:.0f} s")
     assert elapsed < TIME_LIMIT_S
+    for index, (ran, saved) in enumerate(zip(code_cells(notebook), code_cells(committed), strict=True)):
+        assert output_kinds(ran) == output_kinds(saved), f"code cell {index + 1}: outputs differ; run `make notebook`"
