@@ -372,7 +372,10 @@ def training_summary(checkpoint: Path) -> dict[str, float | int | None]:
     step, validation score and minutes of training, and the steps and minutes of the whole run
     (its last checkpoint). None where a checkpoint does not say."""
     scored = read_meta(checkpoint)
-    last_name = read_index(run_dir_of(checkpoint)).last
+    try:
+        last_name = read_index(run_dir_of(checkpoint)).last
+    except UserError:  # a damaged index: the scores are still worth writing
+        last_name = None
     last = read_meta(checkpoints_dir(run_dir_of(checkpoint)) / last_name) if last_name else {}
     return {
         "step": scored.get("step"),

@@ -7,6 +7,7 @@ lists are sorted, and a sentence's translation does not depend on the batch arou
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from attnmt.translate import (
     heatmap,
     nbest_lines,
     significance,
+    training_summary,
     write_evaluation,
 )
 from attnmt.utils import UserError
@@ -222,3 +224,17 @@ def test_evaluate_runs_names_each_result_compares_it_to_the_first_and_writes_it(
     assert trained[reverse_run.name]["run_steps"] == last_step and trained[reverse_run.name]["valid_score"] is not None
     assert 0 < trained[reverse_run.name]["minutes"] <= trained[reverse_run.name]["run_minutes"]
     assert len((out / "hypotheses-2.txt").read_text().splitlines()) == 20 and (out / "length.png").stat().st_size
+
+
+def test_training_summary_of_a_checkpoint_outside_its_run_or_with_a_damaged_index(reverse_run, tmp_path):
+    last = reverse_run / "checkpoints" / json.loads((reverse_run / "checkpoints" / "index.json").read_text())["last"]
+    step = int(last.name.removeprefix("step-"))
+    alone = tmp_path / "copied" / "step"  # its parent's parent is no run: nothing says how the run went on
+    shutil.copytree(last, alone)
+    summary = training_summary(alone)
+    assert summary["step"] == step and summary["minutes"] > 0 and summary["run_steps"] is None
+    damaged = tmp_path / "run"
+    shutil.copytree(reverse_run, damaged)
+    (damaged / "checkpoints" / "index.json").write_text("{not json")
+    summary = training_summary(damaged / "checkpoints" / last.name)
+    assert summary["step"] == step and summary["run_minutes"] is None
