@@ -57,15 +57,7 @@ def read_input(path: str | None) -> list[str]:
     """Sentences, one per line, from a file or (for None or "-") standard input."""
     if path is None or path == "-":
         return decode_lines(sys.stdin.buffer.read(), "<stdin>")
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a folder; expected a text file with one sentence per line") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return decode_lines(data, path)
+    return decode_lines(_read_bytes(Path(path), gzipped=False), path)
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:
@@ -74,8 +66,17 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     Empty or blank lines are errors: in parallel data they almost always mean misalignment.
     """
     path = Path(path)
+    lines = decode_lines(_read_bytes(path, gzipped=path.suffix == ".gz"), str(path))
+    for line_number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise UserError(f"{path}:{line_number}: empty line; expected one sentence per line")
+    return lines
+
+
+def _read_bytes(path: Path, *, gzipped: bool) -> bytes:
+    """A file's bytes (decompressed when `gzipped`); every way reading fails is one UserError."""
     try:
-        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        return gzip.decompress(path.read_bytes()) if gzipped else path.read_bytes()
     except FileNotFoundError:
         raise UserError(f"{path}: file not found") from None
     except IsADirectoryError:
@@ -84,8 +85,3 @@ def read_lines(path: str | os.PathLike) -> list[str]:
         raise UserError(f"{path}: not a valid gzip file ({exc})") from None
     except OSError as exc:  # no permission, a symlink loop, ...; after BadGzipFile, which is one too
         raise UserError(f"{path}: cannot read ({exc.strerror or exc}); expected a readable text file") from None
-    lines = decode_lines(data, str(path))
-    for line_number, line in enumerate(lines, 1):
-        if not line.strip():
-            raise UserError(f"{path}:{line_number}: empty line; expected one sentence per line")
-    return lines

@@ -26,7 +26,11 @@ def execute(notebook: nbformat.NotebookNode, workdir: str | Path, timeout: int) 
     Raises nbclient's CellExecutionError, naming the cell and its traceback, when a cell fails.
     """
     client = NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,  # no timestamps in the committed file: a re-run changes only what it shows
+        resources={"metadata": {"path": str(workdir)}},
     )
     client.execute()
     return notebook
