@@ -60,6 +60,7 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="paired bootstrap samples")
     _add_plot_parsers(commands)
     _add_sweep_parser(commands)
+    _add_serve_parser(commands)
     return parser
 
 
@@ -402,6 +403,51 @@ def _print_plan(plan, console: Console) -> None:
         console.print(f"search {name}: {search.n_trials} trials over {', '.join(search.params)}", markup=False)
 
 
+def _add_serve_parser(commands) -> None:
+    serve = commands.add_parser("serve", help="a JSON translation API and a page to explore attention")
+    serve.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (or checkpoint folders) to serve")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
+    serve.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run")
+    serve.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    serve.add_argument("--data-dir", metavar="DIR", help="corpus folder for the test-set views (else as `evaluate`)")
+    limits = serve.add_argument_group("limits")
+    limits.add_argument("--max-sentences", type=int, default=64, metavar="N", help="sentences per request")
+    limits.add_argument("--max-chars", type=int, default=1000, metavar="N", help="characters per sentence")
+    limits.add_argument("--max-beam", type=int, default=16, metavar="K", help="beam size a request may ask for")
+    limits.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds a request may wait")
+    limits.add_argument("--max-queue", type=int, default=256, metavar="N", help="requests waiting; beyond, 503")
+    limits.add_argument("--batch-wait-ms", type=float, default=5.0, metavar="MS", help="wait for batch-mates")
+    limits.add_argument("--no-batching", action="store_true", help="decode each request alone")
+
+
+def _run_serve(args: argparse.Namespace) -> None:
+    from attnmt.serve.schemas import Limits
+    from attnmt.serve.server import serve
+
+    try:
+        limits = Limits(
+            max_sentences=args.max_sentences,
+            max_chars=args.max_chars,
+            max_beam=args.max_beam,
+            timeout_s=args.timeout,
+            max_queue=args.max_queue,
+            batching=not args.no_batching,
+            batch_wait_ms=args.batch_wait_ms,
+        )
+    except ValueError as error:
+        raise UserError(f"--{str(error).replace('_', '-').replace('timeout-s', 'timeout')}") from None
+    serve(
+        args.runs,
+        host=args.host,
+        port=args.port,
+        which=args.checkpoint,
+        device=args.device,
+        data_dir=args.data_dir,
+        limits=limits,
+    )
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """parse_args, except that `translate RUN --beam 2 SENTENCE` works: argparse gives an optional
     positional list (nargs="*") its empty match before the first option, leaving the rest over."""
@@ -433,6 +479,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _run_plot(args, console)
         elif args.command == "sweep":
             _run_sweep(args, console)
+        elif args.command == "serve":
+            _run_serve(args)
         return 0
     except UserError as error:
         for line in str(error).splitlines() or ["(no message)"]:

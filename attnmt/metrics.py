@@ -4,6 +4,7 @@
   signature that says exactly how the number was computed. Multi-reference: each sentence
   may have any number of references (Tatoeba has up to dozens); sacreBLEU takes them as
   reference streams padded with None (`nrefs:var` in the signature).
+- `sentence_chrf`: chrF of each sentence alone, to rank a test set's translations.
 - `tokenized_bleu`: BLEU on our own tokens, lowercased (tokenize=none), which is what older
   papers and tutorials report (multi-bleu.perl style); never compare it with sacreBLEU's.
 - `bleu_by_length`: BLEU per source-length bucket (Bahdanau et al. 2015, Figure 2).
@@ -66,6 +67,14 @@ def chrf(hypotheses: Sequence[str], references: References, lowercase: bool = Fa
     metric = CHRF(lowercase=lowercase)
     result = metric.corpus_score(list(hypotheses), reference_streams(references))
     return Score("chrF2", result.score, str(metric.get_signature()), str(result))
+
+
+def sentence_chrf(hypotheses: Sequence[str], references: References, lowercase: bool = False) -> list[float]:
+    """chrF2 of each sentence on its own, against all its references: for finding the worst
+    translations of a test set (a corpus score is not the mean of these)."""
+    _check(hypotheses, references)
+    metric = CHRF(lowercase=lowercase)
+    return [metric.sentence_score(h, list(refs)).score for h, refs in zip(hypotheses, references, strict=True)]
 
 
 def tokenized_bleu(

@@ -14,7 +14,7 @@ every sentence is done. With K = 1 this is exactly greedy search.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
@@ -30,7 +30,8 @@ class SearchOptions:
 
     beam_size 1 with n_best 1 is greedy search. length_penalty is GNMT's alpha (0 ranks by raw
     log-probability). Each sentence may produce at most max_length_a * source length +
-    max_length_b tokens, EOS included. Impossible settings are a UserError saying why.
+    max_length_b tokens, EOS included, and never more than max_length when that is set.
+    Impossible settings are a UserError saying why.
     """
 
     beam_size: int = 1
@@ -38,6 +39,7 @@ class SearchOptions:
     length_penalty: float = 1.0
     max_length_a: float = 1.5
     max_length_b: int = 10
+    max_length: int | None = None
 
     def __post_init__(self) -> None:
         if self.length_penalty < 0:
@@ -54,6 +56,8 @@ class SearchOptions:
             raise UserError(
                 f"need max_length_a >= 0 and max_length_b >= 1, got {self.max_length_a} and {self.max_length_b}"
             )
+        if self.max_length is not None and self.max_length < 1:
+            raise UserError(f"max length must be at least 1 token (EOS counts), got {self.max_length}")
 
     @classmethod
     def from_config(cls, decode, **overrides) -> SearchOptions:
@@ -66,6 +70,10 @@ class SearchOptions:
             "max_length_b": decode.max_length_b,
         }
         return cls(**(settings | {key: value for key, value in overrides.items() if value is not None}))
+
+    def length_limits(self, src_lengths: torch.Tensor) -> torch.Tensor:
+        """src_lengths (B,) -> each sentence's output limit (B,) in tokens, EOS included."""
+        return max_lengths(src_lengths, self.max_length_a, self.max_length_b, self.max_length)
 
     @property
     def is_greedy(self) -> bool:
@@ -109,9 +117,10 @@ def length_penalty(lengths: torch.Tensor, alpha: float) -> torch.Tensor:
     return ((5.0 + lengths.to(torch.float32)) / 6.0) ** alpha
 
 
-def max_lengths(src_lengths: torch.Tensor, a: float, b: int) -> torch.Tensor:
-    """Per-sentence output limit in tokens (EOS included): floor(a * S_i) + b."""
-    return (src_lengths.to(torch.float32) * a).floor().long() + b
+def max_lengths(src_lengths: torch.Tensor, a: float, b: int, cap: int | None = None) -> torch.Tensor:
+    """Per-sentence output limit in tokens (EOS included): floor(a * S_i) + b, at most `cap`."""
+    limits = (src_lengths.to(torch.float32) * a).floor().long() + b
+    return limits if cap is None else limits.clamp(max=cap)
 
 
 def _never_generated(log_probs: torch.Tensor) -> torch.Tensor:
@@ -143,7 +152,7 @@ def greedy(
     batch_size, device = src.size(0), src.device
     encoder_output = model.encode(src, src_lengths)
     state = model.init_state(encoder_output)
-    limits = max_lengths(src_lengths, options.max_length_a, options.max_length_b).to(device)  # (B,)
+    limits = options.length_limits(src_lengths).to(device)  # (B,)
     max_limit = int(limits.max())
     active = torch.arange(batch_size, device=device)  # (B_a,) batch rows still decoding
     prev = torch.full((batch_size,), BOS, dtype=torch.long, device=device)  # (B_a,)
@@ -249,21 +258,47 @@ def _empty_finished(batch_size: int, beam: int, max_length: int, src_len: int, d
     )
 
 
+@dataclass
+class BeamStep:
+    """What beam search did at one step, for the B_a sentences still searched (an observer's view:
+    `beam_search(..., observer=...)`). Candidates are the 2K best continuations, best first.
+
+    A candidate extends the live beam in slot `origin` of the step before (slot j holds the j-th
+    best live hypothesis; at step 0 only slot 0 exists). `slot` is where it lives on in the next
+    step (-1: it finished or was dropped).
+    """
+
+    step: int
+    sentences: torch.Tensor  # (B_a,) batch rows
+    origin: torch.Tensor  # (B_a, 2K) slot of the beam each candidate extends
+    tokens: torch.Tensor  # (B_a, 2K) the token it adds
+    log_probs: torch.Tensor  # (B_a, 2K) summed log-probability, the new token included
+    finished: torch.Tensor  # (B_a, 2K) bool: ends in EOS among the first K, so it joins the finished set
+    slot: torch.Tensor  # (B_a, 2K) long
+    attention: torch.Tensor  # (B_a, 2K, S) the attention of the step that chose the token
+    length_penalty: float  # what a candidate finishing here is divided by
+
+
 @torch.no_grad()
 def beam_search(
-    model: StepModel, src: torch.Tensor, src_lengths: torch.Tensor, options: SearchOptions
+    model: StepModel,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    options: SearchOptions,
+    observer: Callable[[BeamStep], None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search of a batch: src (B, S), src_lengths (B,) -> per sentence its n_best hypotheses, best first.
 
     A sentence leaves the batch once it is done; the model steps the K beams of the B_a
-    sentences still searched.
+    sentences still searched. `observer`, when given, sees every step (`BeamStep`): how the
+    search can be replayed; it changes nothing in the result.
     """
     assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
     batch_size, src_len, device, beam = src.size(0), src.size(1), src.device, options.beam_size
     encoder_output = model.encode(src, src_lengths)
     encoder_output = encoder_output.index_select(torch.arange(batch_size, device=device).repeat_interleave(beam))
     state = model.init_state(encoder_output)  # (B_a*K) rows
-    limits = max_lengths(src_lengths, options.max_length_a, options.max_length_b).to(device)  # (B_a,)
+    limits = options.length_limits(src_lengths).to(device)  # (B_a,)
     max_limit = int(limits.max())
     start = torch.full((batch_size, beam), float("-inf"), device=device)
     start[:, 0] = 0.0  # all K beams start identical: keep one alive so the first step does not repeat it K times
@@ -298,6 +333,10 @@ def beam_search(
             candidate_attention,
         )
         done = (finished.count >= beam) | last  # (B_a,)
+        if observer is not None:
+            slot = _next_slots(candidate_log_probs, is_eos, done)
+            observed = (origin, token, candidate_log_probs, finishing, slot, step_attention, float(penalty))
+            observer(BeamStep(step, active.clone(), *observed))
         if bool(done.any()):
             results.put(active[done], finished.rows(done))
             keep = (~done).nonzero().squeeze(1)  # (B_a',)
@@ -316,6 +355,16 @@ def beam_search(
         )  # old rows of the new beams
         prev = beams.tokens[:, :, -1].reshape(-1)
     return _collect(results, src_lengths, options.n_best)
+
+
+def _next_slots(log_probs: torch.Tensor, is_eos: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+    """log_probs, is_eos (B_a, 2K); done (B_a,) -> each candidate's slot among the next step's
+    beams, -1 for none. They are the top K not ending in EOS, the same `topk` the search takes
+    next; a done sentence keeps none."""
+    beam = log_probs.size(1) // 2
+    live_log_probs, pick = log_probs.masked_fill(is_eos, float("-inf")).topk(beam, dim=1)  # (B_a, K)
+    ranks = torch.arange(beam, device=pick.device).expand_as(pick).masked_fill(live_log_probs == float("-inf"), -1)
+    return torch.full_like(pick, -1).repeat(1, 2).scatter(1, pick, ranks).masked_fill(done[:, None], -1)
 
 
 def _collect(finished: _Finished, src_lengths: torch.Tensor, n_best: int) -> list[list[Hypothesis]]:

@@ -33,7 +33,7 @@ from attnmt.metrics import (
 )
 from attnmt.model import build_model
 from attnmt.plot import attention_grid, attention_heatmap, length_plot
-from attnmt.search import SearchOptions, decode_all
+from attnmt.search import BeamStep, SearchOptions, beam_search, decode_all
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError, choose_device, write_text_atomic
 
@@ -77,6 +77,28 @@ def _rows(attention: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
         padded[: attention.shape[0], : attention.shape[1]] = attention
         return padded
     return attention
+
+
+@dataclass
+class SearchCandidate:
+    """One of the 2K continuations beam search ranked at one step (see `search.BeamStep`)."""
+
+    tokens: list[str]  # the hypothesis so far, the new token last
+    parent: int  # slot of the beam it extends, among the previous step's kept candidates
+    log_prob: float  # summed over its tokens
+    status: str  # "finished" (ended in EOS among the first K), "kept" (a beam of the next step) or "dropped"
+    slot: int  # its slot among the next step's beams; -1 unless kept
+    score: float | None  # log_prob / length penalty, the ranking score, when finished
+    attention: list[float]  # (S,) the attention of the step that chose its last token
+
+
+@dataclass
+class Explanation:
+    """A sentence's search step by step (candidates best first) and the translation it gave."""
+
+    source_tokens: list[str]
+    steps: list[list[SearchCandidate]]
+    translation: Translation
 
 
 class Translator:
@@ -156,6 +178,48 @@ class Translator:
             best.alternatives = alternatives
             results.append(best)
         return results
+
+    def explain(self, sentence: str, options: SearchOptions | None = None) -> Explanation:
+        """Beam search of one sentence, every step recorded: enough to replay it. With a beam of
+        one this is greedy search (two candidates a step, the best one kept)."""
+        options = self.search_options() if options is None else options
+        source_tokens = self.codec.source_tokens(sentence)[:MAX_SOURCE_TOKENS]
+        if not source_tokens:
+            raise UserError("nothing to explain: the sentence has no tokens")
+        ids = self.codec.src_vocab.encode(source_tokens)
+        src = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, S)
+        lengths = torch.tensor([len(ids)], dtype=torch.long, device=self.device)  # (1,)
+        steps: list[list[SearchCandidate]] = []
+        beams: list[list[str]] = [[]]  # the live hypotheses' tokens by slot
+
+        def record(seen: BeamStep) -> None:
+            candidates = []
+            for k in range(seen.tokens.size(1)):
+                log_prob = float(seen.log_probs[0, k])
+                if log_prob == float("-inf"):
+                    continue
+                finished, slot = bool(seen.finished[0, k]), int(seen.slot[0, k])
+                parent = int(seen.origin[0, k])
+                candidates.append(
+                    SearchCandidate(
+                        tokens=[*beams[parent], self.codec.tgt_vocab.id_to_token(int(seen.tokens[0, k]))],
+                        parent=parent,
+                        log_prob=log_prob,
+                        status="finished" if finished else "kept" if slot >= 0 else "dropped",
+                        slot=slot,
+                        score=log_prob / seen.length_penalty if finished else None,
+                        attention=seen.attention[0, k].float().cpu().tolist(),
+                    )
+                )
+            beams[:] = [c.tokens for c in sorted((c for c in candidates if c.slot >= 0), key=lambda c: c.slot)]
+            steps.append(candidates)
+
+        best, *alternatives = [
+            self._translation(sentence, source_tokens, hypothesis)
+            for hypothesis in beam_search(self.model, src, lengths, options, observer=record)[0]
+        ]
+        best.alternatives = alternatives
+        return Explanation(source_tokens, steps, best)
 
     def _translation(self, sentence: str, source_tokens: list[str], hypothesis) -> Translation:
         vocab = self.codec.tgt_vocab

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from benchmarks.peers.report import quality_rows, speed_rows
 from benchmarks.report import headlines, markdown_table, tables
+from benchmarks.serving import serving_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- results: (\S+) (\S+) -->")
@@ -41,6 +42,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "speed-training": _speed_table(0),
     "speed-greedy": _speed_table(1),
     "speed-beam": _speed_table(2),
+    "serving": lambda results: markdown_table(*serving_rows(results)),
     "speed-headlines": lambda results: [f"- {line}" for line in headlines(results)],
 }
 

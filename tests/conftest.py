@@ -76,3 +76,17 @@ def reverse_run(tmp_path_factory) -> Path:
         patch.setenv("ATTNMT_CACHE", str(run_dir.parent / "cache"))
         fit(load_config(None, [*REVERSE_RUN, f"train.run_dir={run_dir}"]), log=lambda *args, **kwargs: None)
     return run_dir
+
+
+@pytest.fixture(scope="session")
+def dot_reverse_run(tmp_path_factory) -> Path:
+    """A second, smaller reverse-task run with dot attention, named "dot" (~4 s): for the tests
+    that serve or compare two runs."""
+    from attnmt.train import fit
+
+    run_dir = tmp_path_factory.mktemp("reverse-dot") / "dot"
+    overrides = [*REVERSE_RUN, "train.max_steps=150", "model.attention=dot", f"train.run_dir={run_dir}"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATTNMT_CACHE", str(run_dir.parent / "cache"))
+        fit(load_config(None, overrides), log=lambda *args, **kwargs: None)
+    return run_dir

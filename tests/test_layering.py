@@ -76,6 +76,12 @@ ALLOWED = {
         "sweep.store",
         "sweep.report",
     },
+    "serve": set(),
+    "serve.schemas": set(),
+    "serve.server": {"utils", "serve.schemas", "serve.app", "serve.catalog"},
+    "serve.batcher": {"search", "translate"},
+    "serve.catalog": {"utils", "metrics", "search", "tokenize", "translate"},
+    "serve.app": {"utils", "search", "translate", "serve.batcher", "serve.catalog", "serve.schemas"},
 }
 # Light modules: importing them must not load torch (config validation and data tools stay fast).
 NO_TORCH = (
@@ -91,6 +97,8 @@ NO_TORCH = (
     "sweep.spec",
     "sweep.run",
     "textfiles",
+    "serve",
+    "serve.schemas",
 )
 
 

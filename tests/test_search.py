@@ -160,6 +160,44 @@ def test_length_limit_per_sentence_and_attention_rows():
     assert all(len(h.tokens) + 1 <= limit for (h, *_), limit in zip(beams, [6, 3], strict=True))
 
 
+def test_max_length_caps_every_sentence():
+    model = MarkovModel(table_from_probs({BOS: {A: 1.0}, A: {A: 0.9, EOS: 0.1}}))  # would run forever
+    src, lengths = torch.tensor([[4, 4, 4, 4, 4], [4, 4, 0, 0, 0]]), torch.tensor([5, 2])
+    for options in (SearchOptions(max_length=3), SearchOptions(beam_size=2, max_length=3)):
+        assert options.length_limits(lengths).tolist() == [3, 3]  # min(1.5 S + 10, 3)
+        results = (
+            greedy(model, src, lengths, options) if options.is_greedy else beam_search(model, src, lengths, options)
+        )
+        hypotheses = results if options.is_greedy else [h for h, *_ in results]
+        assert [len(h.tokens) for h in hypotheses] == [2, 2]  # and EOS makes 3
+    with pytest.raises(UserError, match="max length must be at least 1"):
+        SearchOptions(max_length=0)
+
+
+def test_an_observer_sees_every_step_and_changes_nothing():
+    model = MarkovModel(random_table(3), source_bias=torch.randn(6, 6, generator=torch.Generator().manual_seed(3)))
+    src, lengths = random_batch(3, batch_size=6)
+    options = SearchOptions(beam_size=3, n_best=3)
+    steps = []
+    observed = beam_search(model, src, lengths, options, observer=steps.append)
+    plain = beam_search(model, src, lengths, options)
+    assert [[h.tokens for h in hs] for hs in observed] == [[h.tokens for h in hs] for hs in plain]
+    assert [step.step for step in steps] == list(range(len(steps)))
+    for step in steps:
+        for row in range(step.sentences.numel()):
+            slots = step.slot[row][step.slot[row] >= 0].tolist()
+            assert sorted(slots) == list(range(len(slots))) and len(slots) <= 3  # the next beams, by rank
+            finished = step.finished[row]
+            assert bool((step.tokens[row][finished] == EOS).all())  # only EOS finishes
+            assert not bool((finished & (step.slot[row] >= 0)).any())  # a finished one does not live on
+            assert bool((step.origin[row] < 3).all())
+            log_probs = step.log_probs[row]
+            assert bool((log_probs[:-1] >= log_probs[1:]).all())  # ranked best first
+    first = steps[0]
+    possible = first.log_probs > float("-inf")  # a small vocabulary leaves impossible candidates
+    assert first.sentences.tolist() == list(range(6)) and bool((first.origin[possible] == 0).all())  # one beam at start
+
+
 def test_a_sentence_does_not_depend_on_its_batch():
     model = MarkovModel(random_table(7), source_bias=torch.randn(6, 6, generator=torch.Generator().manual_seed(1)))
     src, lengths = random_batch(7, batch_size=16)

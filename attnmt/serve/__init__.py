@@ -1,0 +1,10 @@
+"""`attnmt serve`: trained runs behind a JSON API and a page that shows their attention.
+
+- `schemas`: the API's request and response bodies, and the server's limits;
+- `catalog`: the runs served, loaded once, and how their results become JSON;
+- `batcher`: requests arriving together are decoded together (dynamic batching);
+- `app`: the FastAPI application (routes, errors, metrics, the page);
+- `server`: binding the port and running uvicorn, for the command line.
+
+The page is plain HTML, CSS and JavaScript under `static/`: no build step, nothing from a CDN.
+"""

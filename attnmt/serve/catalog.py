@@ -1,0 +1,216 @@
+"""The runs a server serves: loaded once at start, looked up by name, never by a path.
+
+A request names a model; only names from this catalog resolve, so nothing a client sends ever
+reaches the file system. Each `ServedRun` also says what it is (`describe`), offers examples
+from its test set and the error-analysis view of that set (both read lazily, once), and turns
+`Translation`s and `Explanation`s into the API's JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from attnmt.metrics import bleu, chrf, sentence_chrf
+from attnmt.search import SearchOptions
+from attnmt.tokenize import WordTokenizer
+from attnmt.translate import Explanation, Translation, Translator, split_examples, training_summary
+from attnmt.utils import UserError
+
+EXAMPLES = 30  # test sources offered as examples on the page
+ANALYSIS_CHUNK = 64  # test sentences translated per turn, so that requests interleave with the analysis
+
+
+def _rounded(rows) -> list:
+    """Attention as JSON: 4 decimals are plenty for a picture and keep the bodies small."""
+    return [[round(value, 4) for value in row] for row in rows]
+
+
+def hypothesis_json(translation: Translation, with_attention: bool) -> dict:
+    body = {
+        "text": translation.text,
+        "tokens": translation.tokens,
+        "score": translation.score,
+        "log_prob": translation.log_prob,
+    }
+    if with_attention:
+        body["attention"] = _rounded(translation.attention.tolist())
+    return body
+
+
+def sentence_json(translation: Translation, with_attention: bool) -> dict:
+    return {
+        "source": translation.source,
+        "source_tokens": translation.source_tokens,
+        "hypotheses": [hypothesis_json(t, with_attention) for t in [translation, *translation.alternatives]],
+    }
+
+
+class ServedRun:
+    """One trained run behind the API: its Translator and what the page shows about it."""
+
+    def __init__(self, name: str, translator: Translator, data_dir: str | None = None):
+        self.name = name
+        self.translator = translator
+        self.data_dir = data_dir
+        self._test: list | None = None
+        self._analysis: dict | None = None
+        self._lock = threading.Lock()  # one reader of the test set, one analysis at a time
+
+    def options(self, beam_size=None, n_best=1, length_penalty=None, max_length=None) -> SearchOptions:
+        """The run's decode settings with a request's overrides (None keeps the run's)."""
+        return self.translator.search_options(
+            beam_size=beam_size, n_best=n_best, length_penalty=length_penalty, max_length=max_length
+        )
+
+    def describe(self) -> dict:
+        config = self.translator.config
+        model = config.model
+        return {
+            "name": self.name,
+            "source_language": config.data.src_lang,
+            "target_language": config.data.tgt_lang,
+            "architecture": {
+                "rnn": model.rnn,
+                "attention": model.attention,
+                "decoder": model.decoder,
+                "embedding_size": model.embedding_size,
+                "encoder_hidden": model.encoder_hidden,
+                "encoder_layers": model.encoder_layers,
+                "bidirectional": model.bidirectional,
+                "decoder_hidden": model.decoder_hidden,
+                "decoder_layers": model.decoder_layers,
+                "tokenizer": config.data.tokenizer,
+                "parameters": sum(p.numel() for p in self.translator.model.parameters()),
+            },
+            "training": {
+                **training_summary(self.translator.checkpoint),
+                "checkpoint": self.translator.checkpoint.name,
+                "valid_metric": config.train.early_stopping_metric,  # what valid_score measures
+            },
+            "decoding": {
+                "beam_size": config.decode.beam_size,
+                "length_penalty": config.decode.length_penalty,
+                "max_length_a": config.decode.max_length_a,
+                "max_length_b": config.decode.max_length_b,
+            },
+        }
+
+    def _test_examples(self) -> list:
+        """The run's test split (read once); a corpus that cannot be read is a UserError."""
+        with self._lock:
+            if self._test is None:
+                self._test = split_examples(self.translator.config.data, "test", data_dir=self.data_dir)
+            return self._test
+
+    def examples(self) -> list[str]:
+        """Up to EXAMPLES test sources, spread over the split."""
+        sources = [example.src for example in self._test_examples()]
+        step = max(1, len(sources) // EXAMPLES)
+        return sources[::step][:EXAMPLES]
+
+    def analysis(self, translate: Callable[[Sequence[str], SearchOptions], list[Translation]], limit: int) -> dict:
+        """The first `limit` test sentences translated with the run's decode settings, each with
+        its sentence-level chrF and source length in words, worst first; computed once.
+        `translate` is how the server decodes (in turns, beside the live requests)."""
+        examples = self._test_examples()[:limit]
+        with self._lock:
+            if self._analysis is None:
+                self._analysis = self._analyse(examples, translate)
+            return self._analysis
+
+    def _analyse(self, examples: list, translate) -> dict:
+        data = self.translator.config.data
+        options = self.options()
+        sources = [example.src for example in examples]
+        references = [tuple(example.refs) for example in examples]
+        outputs: list[str] = []
+        for start in range(0, len(sources), ANALYSIS_CHUNK):
+            outputs += [t.text for t in translate(sources[start : start + ANALYSIS_CHUNK], options)]
+        scores = sentence_chrf(outputs, references, lowercase=data.lowercase)
+        words = WordTokenizer(data.src_lang)
+        columns = zip(sources, references, outputs, scores, strict=True)
+        rows = [
+            {
+                "index": index,
+                "source": source,
+                "references": list(refs),
+                "output": output,
+                "chrf": score,
+                "length": len(words.tokenize(source)),
+            }
+            for index, (source, refs, output, score) in enumerate(columns)
+        ]
+        return {
+            "model": self.name,
+            "split": "test",
+            "beam_size": options.beam_size,
+            "bleu": bleu(outputs, references, lowercase=data.lowercase).score if outputs else None,
+            "chrf": chrf(outputs, references, lowercase=data.lowercase).score if outputs else None,
+            "sentences": sorted(rows, key=lambda row: (row["chrf"], row["index"])),
+        }
+
+    def explanation_json(self, explanation: Explanation, beam_size: int) -> dict:
+        best = explanation.translation
+        return {
+            "model": self.name,
+            "beam_size": beam_size,
+            "source_tokens": explanation.source_tokens,
+            "steps": [
+                [
+                    {
+                        "tokens": c.tokens,
+                        "parent": c.parent,
+                        "log_prob": c.log_prob,
+                        "status": c.status,
+                        "slot": c.slot,
+                        "score": c.score,
+                        "attention": _rounded([c.attention])[0],
+                    }
+                    for c in candidates
+                ]
+                for candidates in explanation.steps
+            ],
+            "hypotheses": [hypothesis_json(t, True) for t in [best, *best.alternatives]],
+        }
+
+
+def served_name(path: Path) -> str:
+    """A run directory serves as its folder's name; one checkpoint folder as run@checkpoint."""
+    if path.parent.name == "checkpoints":
+        return f"{path.parent.parent.name}@{path.name}"
+    return path.name
+
+
+class Catalog:
+    """The served runs by name, in the order given (the first is the default)."""
+
+    def __init__(self, runs: Sequence[ServedRun]):
+        if not runs:
+            raise UserError("serve: give at least one run directory")
+        self.runs = {run.name: run for run in runs}
+        self.default = runs[0].name
+
+    @classmethod
+    def load(
+        cls, paths: Sequence[str | Path], *, which: str = "best", device: str = "cpu", data_dir: str | None = None
+    ) -> Catalog:
+        """Load every run once; a missing or untrained run, or two runs with one name, is a UserError."""
+        names: dict[str, Path] = {}
+        for path in map(Path, paths):
+            name = served_name(Path(os.path.abspath(path)))  # as the user named it: symbolic links kept
+            if name in names:
+                raise UserError(f"{path}: two runs would both be served as {name!r} (the other: {names[name]})")
+            names[name] = path
+        return cls(
+            [
+                ServedRun(name, Translator.from_checkpoint(path, which=which, device=device), data_dir)
+                for name, path in names.items()
+            ]
+        )
+
+    def get(self, name: str | None) -> ServedRun:
+        """The run a request names (None: the default); an unknown name is a KeyError."""
+        return self.runs[self.default if name is None else name]

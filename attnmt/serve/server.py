@@ -1,0 +1,66 @@
+"""`attnmt serve`: bind the port, load the runs, run uvicorn until interrupted.
+
+The port is bound before the runs load, so a port in use is reported at once (one line, exit
+2) instead of after seconds of loading models; uvicorn then serves on that very socket.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Sequence
+
+from attnmt.serve.schemas import Limits
+from attnmt.utils import UserError
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket on host:port; an unknown host or a port in use is a UserError."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port: expected 0-65535, got {port}")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as error:
+        raise UserError(f"--host {host}: cannot resolve it ({error.strerror})") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart may reuse a port in TIME_WAIT
+    try:
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        raise UserError(f"--port {port}: cannot listen on {host}:{port} ({error.strerror})") from None
+    return sock
+
+
+def serve(
+    runs: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    which: str = "best",
+    device: str = "cpu",
+    data_dir: str | None = None,
+    limits: Limits | None = None,
+) -> None:
+    """Serve `runs` at http://host:port until SIGINT/SIGTERM."""
+    import uvicorn
+
+    from attnmt.serve.app import create_app
+    from attnmt.serve.catalog import Catalog
+
+    sock = bind(host, port)
+    try:
+        catalog = Catalog.load(runs, which=which, device=device, data_dir=data_dir)
+        app = create_app(catalog, limits)
+        bound_host, bound_port = sock.getsockname()[:2]
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        print(
+            f"attnmt: serving {', '.join(catalog.runs)} at http://{shown}:{bound_port} "
+            f"(API documentation at /docs; Ctrl-C stops)",
+            file=sys.stderr,
+            flush=True,
+        )
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        server.run(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,89 @@
+"""The attention explorer in headless Chromium: what the browser test and the docs' screenshots share.
+
+    python -m benchmarks.browser [--runs runs/demo runs/multi30k-en-de] [--output docs/serving]
+
+writes OUTPUT-translate.png, OUTPUT-compare.png and OUTPUT-search.png: `attnmt serve` on the
+runs, a sentence typed into the page, its heatmap hovered, the two runs compared, the search
+stepped. Needs Debian's Chromium (`apt-get install chromium`) or ATTNMT_CHROMIUM, and playwright
+from PyPI; no browser is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+from benchmarks.serving import running_server
+
+# A closed network refuses Chromium's background connections, and root needs --no-sandbox.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SENTENCE = "The little girl is running on the beach with her dog."
+
+
+def chromium() -> str | None:
+    """The Chromium to drive: $ATTNMT_CHROMIUM, else chromium on the PATH; None if there is none."""
+    return os.environ.get("ATTNMT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@contextmanager
+def open_page(url: str, width: int = 1200, height: int = 900):
+    """A Playwright page on `url` in headless Chromium, once the page has listed its models."""
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium()
+    if executable is None:
+        raise SystemExit("no Chromium: apt-get install chromium, or set ATTNMT_CHROMIUM")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.goto(url)
+            page.wait_for_selector("#model option", state="attached")
+            yield page
+        finally:
+            browser.close()
+
+
+def screenshots(runs: list[str], output: str) -> list[Path]:
+    paths = [Path(f"{output}-{name}.png") for name in ("translate", "compare", "search")]
+    with running_server(runs) as url, open_page(url) as page:
+        page.fill("#source", SENTENCE)
+        page.click("#translate-button")
+        page.wait_for_selector("#heatmap rect.cell", timeout=60_000)
+        page.hover("#heatmap text.out-token[data-row='3']")
+        page.screenshot(path=paths[0], full_page=True)
+        page.click("button[data-tab=compare]")
+        page.click("#compare-button")
+        page.wait_for_selector("#side-b rect.cell", timeout=60_000)
+        page.screenshot(path=paths[1], full_page=True)
+        page.click("button[data-tab=search]")
+        page.click("#explain-button")
+        page.wait_for_selector("#candidates tr", timeout=60_000)
+        for _ in range(3):
+            page.click("#step-forward")
+        page.screenshot(path=paths[2], full_page=True)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.browser", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", nargs="+", default=["runs/demo", "runs/multi30k-en-de"], help="runs to serve")
+    parser.add_argument("--output", default="docs/serving", help="screenshot path prefix")
+    args = parser.parse_args(argv)
+    for path in screenshots(args.runs, args.output):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""The attention explorer end to end in a real browser: `attnmt serve` in its own process, the
+page in headless Chromium (Debian's package) driven by Playwright, no browser download.
+
+Skipped, with a line saying how to enable it, where Chromium or Playwright is missing; CI
+installs Chromium (`.ci/run`), so there it always runs.
+"""
+
+import re
+
+import pytest
+
+from benchmarks.browser import chromium, open_page
+from benchmarks.serving import running_server
+
+try:
+    import playwright.sync_api as playwright
+except ImportError:  # pragma: no cover - dev dependencies are installed by `make test`
+    playwright = None
+
+pytestmark = pytest.mark.skipif(
+    chromium() is None or playwright is None,
+    reason="needs Chromium (apt-get install chromium, or ATTNMT_CHROMIUM=/path/to/chrome) and playwright (pip)",
+)
+expect = playwright.expect if playwright else None
+
+
+@pytest.fixture(scope="module")
+def server(reverse_run, dot_reverse_run):
+    """`attnmt serve` on a free port with the two reverse-task runs; its base URL."""
+    with running_server([str(reverse_run), str(dot_reverse_run)]) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    with open_page(server) as page:
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        expect(page.locator("#model option")).to_have_count(2)
+        yield page
+        assert not errors, errors
+
+
+def test_translate_and_explore_the_heatmap(page, tmp_path):
+    page.fill("#source", "a b c d e")
+    page.click("#translate-button")
+    expect(page.locator("#heatmap rect.cell").first).to_be_visible()
+    translation = page.inner_text("#translation")
+    outputs = page.locator("#heatmap text.out-token")
+    sources = page.locator("#heatmap text.src-token")
+    assert sources.all_text_contents() == ["a", "b", "c", "d", "e"]
+    assert outputs.all_text_contents()[-1] == "</s>" and " ".join(outputs.all_text_contents()[:-1]) == translation
+    assert page.locator("#heatmap rect.cell").count() == outputs.count() * sources.count()
+    assert page.locator("#heatmap rect.cell.argmax").count() == outputs.count()  # one per output token
+    assert page.locator("#nbest tr").count() >= 1
+
+    outputs.nth(0).hover()
+    expect(outputs.nth(0)).to_have_class(re.compile(r"\bfocus\b"))
+    assert page.locator("#heatmap text.src-token.highlight").count() >= 1
+    dimmed = page.locator("#heatmap rect.cell.dim").count()
+    assert dimmed == (outputs.count() - 1) * sources.count()  # every row but the hovered one
+
+    sources.nth(4).hover()  # the reverse: which outputs attend to "e"
+    expect(sources.nth(4)).to_have_class(re.compile(r"\bfocus\b"))
+    assert page.locator("#heatmap text.out-token.highlight").count() >= 1
+    page.screenshot(path=tmp_path / "translate.png", full_page=True)
+
+
+def test_step_through_the_search(page, tmp_path):
+    page.fill("#source", "c a b")
+    page.click("button[data-tab=search]")
+    page.click("#explain-button")
+    expect(page.locator("#candidates tr").first).to_be_visible()
+    label = page.locator("#step-label")
+    total = int(re.search(r"of (\d+)", label.inner_text()).group(1))
+    assert label.inner_text() == f"step 1 of {total}" and total >= 2
+    first_rows = page.locator("#search-heatmap text.out-token").count()
+    page.click("#step-forward")
+    expect(label).to_have_text(f"step 2 of {total}")
+    assert page.locator("#search-heatmap text.out-token").count() == first_rows + 1  # one more token so far
+    page.locator("#candidates tr").nth(1).click()
+    expect(page.locator("#candidates tr").nth(1)).to_have_class("selected")
+    page.screenshot(path=tmp_path / "search.png", full_page=True)
+
+
+def test_compare_two_runs_side_by_side(page, tmp_path):
+    page.fill("#source", "d c b a")
+    page.click("button[data-tab=compare]")
+    page.select_option("#model-b", "dot")
+    page.click("#compare-button")
+    expect(page.locator("#side-b rect.cell").first).to_be_visible()
+    assert "additive" in page.inner_text("#side-a h3") and "dot" in page.inner_text("#side-b h3")
+    assert page.locator("#side-a svg").count() == 1 and page.locator("#side-b svg").count() == 1
+    page.screenshot(path=tmp_path / "compare.png", full_page=True)
+
+
+def test_the_test_set_worst_first_and_filtered(page):
+    page.click("button[data-tab=analysis]")
+    page.click("#analysis-button")
+    expect(page.locator("#analysis-table tr").nth(1)).to_be_visible(timeout=60_000)
+    scores = [float(text) for text in page.locator("#analysis-table td.chrf").all_text_contents()]
+    assert scores == sorted(scores)
+    page.fill("#min-length", "7")
+    lengths = [int(row.locator("td").nth(1).inner_text()) for row in page.locator("#analysis-table tr").all()[1:]]
+    assert all(length >= 7 for length in lengths)
+    page.locator("#analysis-table tr").nth(1).click()
+    expect(page.locator("#analysis-detail rect.cell").first).to_be_visible()
+
+
+def test_an_error_is_shown_not_thrown(page):
+    page.click("button[data-tab=translate]")
+    page.fill("#source", "a " * 600)  # over the server's 1,000 characters
+    page.click("#translate-button")
+    expect(page.locator("#status")).to_have_class(re.compile(r"\berror\b"))
+    assert "at most 1000 characters" in page.inner_text("#status")
+    page.fill("#source", "a b")
+    page.click("#translate-button")
+    expect(page.locator("#status")).not_to_have_class(re.compile(r"\berror\b"))

@@ -1,0 +1,319 @@
+"""`attnmt serve`'s JSON API through FastAPI's test client: every endpoint and limit, malformed
+bodies, batch invariance, concurrent clients, and the command's bad input."""
+
+import itertools
+import json
+import re
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attnmt.cli import main
+from attnmt.serve.app import create_app
+from attnmt.serve.catalog import Catalog
+from attnmt.serve.schemas import Limits
+from attnmt.translate import Translator
+
+SENTENCES = ["a b c", "d e f g h", "h g", "x", "b a c d e f", "q r s t"]
+LIMITS = Limits(max_sentences=8, max_chars=40, max_beam=4, max_length=30, max_body_bytes=4000, batch_wait_ms=20)
+
+
+@pytest.fixture(scope="module")
+def catalog(reverse_run, dot_reverse_run):
+    return Catalog.load([reverse_run, dot_reverse_run], device="cpu")
+
+
+@pytest.fixture(scope="module")
+def client(catalog):
+    with TestClient(create_app(catalog, LIMITS), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def translate(client, sentences, **settings):
+    response = client.post("/v1/translate", json={"sentences": sentences, **settings})
+    assert response.status_code == 200, response.text
+    return response.json()["translations"]
+
+
+def same_translations(first, second):
+    """Equal text, tokens and attention shape; scores equal to float tolerance."""
+    for a, b in zip(first, second, strict=True):
+        assert [h["tokens"] for h in a["hypotheses"]] == [h["tokens"] for h in b["hypotheses"]]
+        assert [h["text"] for h in a["hypotheses"]] == [h["text"] for h in b["hypotheses"]]
+        for ha, hb in zip(a["hypotheses"], b["hypotheses"], strict=True):
+            assert ha["score"] == pytest.approx(hb["score"], abs=1e-4)
+
+
+def test_models_describe_the_runs_served(client):
+    models = client.get("/v1/models").json()["models"]
+    assert [m["name"] for m in models] == ["run", "dot"]
+    assert [m["architecture"]["attention"] for m in models] == ["additive", "dot"]
+    assert models[0]["training"]["step"] == 300 and models[1]["training"]["run_steps"] == 150
+    assert models[0]["training"]["valid_metric"] == "bleu" and models[0]["training"]["valid_score"] is not None
+    assert models[0]["architecture"]["parameters"] > 0
+    assert models[0]["source_language"] and models[0]["decoding"]["beam_size"] >= 1
+    assert client.get("/health").json() == {"status": "ok", "models": ["run", "dot"], "queued": 0}
+
+
+def test_translate_equals_the_library_with_attention_rows_per_token(client, reverse_run):
+    translator = Translator.from_checkpoint(reverse_run, device="cpu")
+    expected = translator.translate(SENTENCES, translator.search_options(beam_size=3, n_best=2))
+    answered = translate(client, SENTENCES, beam_size=3, n_best=2, return_attention=True)
+    for want, got in zip(expected, answered, strict=True):
+        assert got["source_tokens"] == want.source_tokens
+        assert [h["text"] for h in got["hypotheses"]] == [want.text] + [alt.text for alt in want.alternatives]
+        best = got["hypotheses"][0]
+        attention = torch.tensor(best["attention"])
+        assert attention.shape == (len(best["tokens"]) + 1, len(got["source_tokens"]))
+        torch.testing.assert_close(attention.sum(dim=1), torch.ones(attention.shape[0]), atol=1e-3, rtol=0)
+    assert "attention" not in translate(client, ["a b"])[0]["hypotheses"][0]
+
+
+def test_a_sentence_gets_the_same_answer_alone_together_and_under_concurrency(client):
+    for search in ({"beam_size": 1}, {"beam_size": 3, "n_best": 2}):
+        alone = [translate(client, [sentence], **search)[0] for sentence in SENTENCES]
+        same_translations(alone, translate(client, SENTENCES, **search))
+
+        def one(sentence, search=search):
+            return translate(client, [sentence], **search)[0]
+
+        with ThreadPoolExecutor(8) as pool:  # arrive within the batching window: decoded together
+            concurrent = list(pool.map(one, SENTENCES * 2))
+        same_translations(alone * 2, concurrent)
+
+
+def test_concurrent_requests_are_decoded_in_shared_batches(catalog):
+    limits = Limits(batch_wait_ms=200)  # a generous window: the threads' requests surely meet in it
+    with TestClient(create_app(catalog, limits)) as test_client:
+        barrier = threading.Barrier(6)
+
+        def send(sentence):
+            barrier.wait()
+            return translate(test_client, [sentence], beam_size=1)
+
+        with ThreadPoolExecutor(6) as pool:
+            list(pool.map(send, SENTENCES))
+        metrics = test_client.get("/metrics").text
+    batches = float(re.search(r"^attnmt_batch_sentences_count (\S+)$", metrics, re.M).group(1))
+    decoded = float(re.search(r"^attnmt_batch_sentences_sum (\S+)$", metrics, re.M).group(1))
+    assert decoded == 6 and batches < 6
+
+
+def test_examples_and_the_test_set_analysis(client, reverse_run):
+    examples = client.get("/v1/models/run/examples").json()
+    assert examples["split"] == "test" and 0 < len(examples["sentences"]) <= 30
+    analysis = client.get("/v1/models/run/analysis").json()
+    rows = analysis["sentences"]
+    assert [row["chrf"] for row in rows] == sorted(row["chrf"] for row in rows)  # worst first
+    assert all(row["length"] == len(row["source"].split()) for row in rows)
+    worst = rows[0]
+    answered = translate(client, [worst["source"]])[0]["hypotheses"][0]["text"]
+    assert answered == worst["output"]  # the run's decode settings, as /v1/translate uses by default
+    assert 0 <= analysis["chrf"] <= 100 and analysis["beam_size"] >= 1
+    assert client.get("/v1/models/run/analysis").json() == analysis  # computed once
+
+
+def test_explain_replays_the_search_that_gave_the_translation(client):
+    sentence, beam = "a b c d e", 3
+    body = client.post("/v1/explain", json={"sentence": sentence, "beam_size": beam}).json()
+    steps = body["steps"]
+    assert body["source_tokens"] == ["a", "b", "c", "d", "e"] and steps
+    assert [c["tokens"][:-1] for c in steps[0]] == [[]] * len(steps[0])  # everything starts from BOS
+    for previous, candidates in itertools.pairwise(steps):
+        beams = {c["slot"]: c["tokens"] for c in previous if c["status"] == "kept"}
+        assert sorted(beams) == list(range(len(beams))) and len(beams) <= beam
+        for candidate in candidates:
+            assert candidate["tokens"][:-1] == beams[candidate["parent"]]  # extends its parent
+            assert sum(candidate["attention"]) == pytest.approx(1.0, abs=1e-3)
+        log_probs = [c["log_prob"] for c in candidates]
+        assert log_probs == sorted(log_probs, reverse=True) and len(candidates) <= 2 * beam
+    finished = [c for candidates in steps for c in candidates if c["status"] == "finished"]
+    best = body["hypotheses"][0]
+    assert best["tokens"] + ["</s>"] in [c["tokens"] for c in finished]
+    assert best["score"] == pytest.approx(max(c["score"] for c in finished), abs=1e-5)
+    same = translate(client, [sentence], beam_size=beam, n_best=beam)[0]["hypotheses"]
+    assert [h["tokens"] for h in same] == [h["tokens"] for h in body["hypotheses"]]
+
+
+def test_explain_with_a_beam_of_one_is_greedy_search(client):
+    body = client.post("/v1/explain", json={"sentence": "c a b", "beam_size": 1, "model": "dot"}).json()
+    assert all(sum(c["status"] == "kept" for c in step) <= 1 for step in body["steps"])
+    greedy = translate(client, ["c a b"], beam_size=1, model="dot")[0]["hypotheses"][0]
+    assert body["hypotheses"][0]["tokens"] == greedy["tokens"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field", "limit"),
+    [
+        ({"sentences": ["a"] * 9}, 422, "sentences", 8),
+        ({"sentences": ["a", "b " * 21]}, 422, "sentences[1]", 40),
+        ({"sentences": ["a"], "beam_size": 5}, 422, "beam_size", 4),
+        ({"sentences": ["a"], "max_length": 31}, 422, "max_length", 30),
+        ({"sentences": ["a"], "beam_size": 2, "n_best": 3}, 422, "n_best", None),
+        ({"sentences": ["a"], "beam_size": 0}, 422, "beam_size", None),
+        ({"sentences": ["a"], "length_penalty": -1.0}, 422, "length_penalty", None),
+        ({"sentences": ["a"], "length_penalty": 11.0}, 422, "length_penalty", None),
+        ({"sentences": ["\ud800"]}, 422, "sentences[0]", None),
+        ({"sentences": []}, 422, "sentences", None),
+        ({"sentences": ["a"], "model": "../../etc"}, 404, "model", None),
+        ({"sentences": "a b"}, 422, "sentences", None),
+        ({"sentences": ["a"], "beam_size": "2"}, 422, "beam_size", None),
+        ({"sentences": ["a"], "beam_size": 2.0}, 422, "beam_size", None),
+        ({"sentences": ["a"], "return_attention": "yes"}, 422, "return_attention", None),
+        ({"sentences": ["a"], "colour": "blue"}, 422, "colour", None),
+        ({"sentences": ["a " * 3000]}, 413, None, 4000),
+    ],
+)
+def test_each_limit_and_type_is_a_4xx_naming_the_field(client, body, status, field, limit):
+    response = client.post("/v1/translate", content=json.dumps(body), headers={"content-type": "application/json"})
+    assert response.status_code == status, response.text
+    error = response.json()
+    assert error["field"] == field and error["limit"] == limit and error["error"]
+    assert "\n" not in error["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"sentence": "a " * 30}, "sentence"),
+        ({"sentence": ""}, "sentence"),
+        ({"sentence": "a", "beam_size": 9}, "beam_size"),
+    ],
+)
+def test_explain_limits(client, body, field):
+    response = client.post("/v1/explain", json=body)
+    assert response.status_code == 422 and response.json()["field"] == field
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"{", b"null", b"[]", b"42", b'"text"', b"\xff\xfe\x00{", b'{"sentences": ["a"]', b'{"sentences": [NaN]}'],
+)
+def test_malformed_bodies_are_a_422_in_json(client, raw):
+    response = client.post("/v1/translate", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]
+
+
+def test_a_streamed_body_over_the_limit_is_a_413(client):
+    def chunks():
+        yield b'{"sentences": ["'
+        for _ in range(100):
+            yield b"a " * 50
+        yield b'"]}'
+
+    response = client.post("/v1/translate", content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413 and response.json()["limit"] == 4000
+
+
+def test_unknown_routes_and_methods_answer_in_json(client):
+    assert client.get("/v1/nothing").json()["error"] == "Not Found"
+    assert client.get("/v1/translate").status_code == 405 and client.get("/v1/translate").json()["error"]
+    assert client.get("/v1/models/nope/examples").status_code == 404
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+FIELDS = ["model", "sentences", "beam_size", "n_best", "max_length", "length_penalty", "return_attention", "sentence"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    path=st.sampled_from(["/v1/translate", "/v1/explain"]),
+    body=st.dictionaries(st.sampled_from(FIELDS), JSON_VALUES, max_size=5) | JSON_VALUES,
+)
+def test_no_json_shape_makes_the_server_fail(client, path, body):
+    response = client.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
+    assert response.status_code in (200, 404, 413, 422), response.text
+    if response.status_code != 200:
+        assert set(response.json()) == {"error", "field", "limit"}
+
+
+def test_a_full_queue_and_a_slow_answer_are_a_503(catalog, monkeypatch):
+    entered, release = threading.Event(), threading.Event()
+    served = catalog.get("dot").translator
+    original = served.translate
+
+    def slow_translate(*args, **kwargs):
+        entered.set()
+        release.wait(10)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(served, "translate", slow_translate)
+    limits = Limits(max_queue=1, timeout_s=1.0, batching=False)
+    body = {"sentences": ["a b"], "model": "dot"}
+    with TestClient(create_app(catalog, limits)) as test_client, ThreadPoolExecutor(2) as pool:
+        first = pool.submit(test_client.post, "/v1/translate", json=body)
+        assert entered.wait(5)  # the worker holds the first request
+        second = pool.submit(test_client.post, "/v1/translate", json=body)
+        while not test_client.get("/health").json()["queued"]:  # the second waits in the queue
+            threading.Event().wait(0.01)
+        full = test_client.post("/v1/translate", json=body)
+        assert full.status_code == 503 and full.json()["field"] == "server"
+        for waited in (first.result(), second.result()):
+            assert waited.status_code == 503 and waited.json()["field"] == "timeout_s"
+        release.set()
+        while test_client.get("/health").json()["queued"]:  # the given-up request leaves the queue, undecoded
+            threading.Event().wait(0.01)
+        after = test_client.post("/v1/translate", json=body)
+        assert after.status_code == 200, after.text  # the worker went on
+
+
+def test_metrics_are_prometheus_text(client):
+    translate(client, ["a b"])
+    text = client.get("/metrics").text
+    assert 'attnmt_requests_total{path="/v1/translate",status="200"}' in text
+    assert 'attnmt_request_seconds_bucket{le="0.5",path="/v1/translate"}' in text
+    assert "attnmt_queue_requests 0.0" in text
+
+
+def test_the_page_and_its_files_are_served(client):
+    page = client.get("/")
+    assert page.status_code == 200 and 'src="/static/app.js"' in page.text
+    assert "http" not in re.sub(r"http://www\.w3\.org/2000/svg", "", client.get("/static/app.js").text)  # no CDN
+    assert client.get("/docs").status_code == 200
+    assert "/v1/translate" in client.get("/openapi.json").json()["paths"]
+
+
+# --- the command's bad input --------------------------------------------------------------
+
+
+def test_serve_rejects_a_missing_or_untrained_run(tmp_path, capsys):
+    assert main(["serve", str(tmp_path / "missing"), "--port", "0"]) == 2
+    (tmp_path / "empty").mkdir()
+    assert main(["serve", str(tmp_path / "empty"), "--port", "0"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("attnmt: error: ") for line in lines)
+    assert "missing" in lines[0] and "empty" in lines[1]
+
+
+def test_serve_rejects_two_runs_with_one_name(reverse_run, tmp_path, capsys):
+    twin = tmp_path / "other" / reverse_run.name
+    twin.parent.mkdir()
+    twin.symlink_to(reverse_run)
+    assert main(["serve", str(reverse_run), str(twin), "--port", "0"]) == 2
+    assert "both be served as 'run'" in capsys.readouterr().err
+
+
+def test_serve_rejects_a_port_in_use(reverse_run, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", str(reverse_run), "--port", str(port)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and f"--port {port}: cannot listen on 127.0.0.1:{port}" in error
+
+
+def test_serve_rejects_impossible_limits(reverse_run, capsys):
+    assert main(["serve", str(reverse_run), "--max-sentences", "0"]) == 2
+    assert "--max-sentences must be positive" in capsys.readouterr().err
