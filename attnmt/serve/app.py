@@ -34,9 +34,9 @@ from attnmt.serve.schemas import (
     ErrorBody,
     ExplainRequest,
     ExplainResponse,
-    LimitExceeded,
     Limits,
     ModelInfo,
+    RequestRefused,
     TranslateRequest,
     TranslateResponse,
     check_limits,
@@ -195,8 +195,8 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
         limit = limits.max_body_bytes if error.status_code == 413 else None
         return error_response(error.status_code, str(error.detail), limit=limit)
 
-    @app.exception_handler(LimitExceeded)
-    async def over_limit(request, error: LimitExceeded):
+    @app.exception_handler(RequestRefused)
+    async def over_limit(request, error: RequestRefused):
         return error_response(error.status, str(error), error.field, error.limit)
 
     @app.exception_handler(Exception)
@@ -208,27 +208,27 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
             return catalog.get(name)
         except KeyError:
             served = ", ".join(catalog.runs)
-            raise LimitExceeded("model", f"{name!r} is not served; served: {served}", status=404) from None
+            raise RequestRefused("model", f"{name!r} is not served; served: {served}", status=404) from None
 
     def search_options(run: ServedRun, request, n_best: int = 1) -> SearchOptions:
         try:
             return run.options(request.beam_size, n_best, request.length_penalty, request.max_length)
         except UserError as error:
             field = "n_best" if "n-best" in str(error) else "beam_size"
-            raise LimitExceeded(field, str(error)) from None
+            raise RequestRefused(field, str(error)) from None
 
     async def answer_within_limit(work):
         """The awaitable's result, or 503 when it takes longer than the request timeout."""
         try:
             return await asyncio.wait_for(work, limits.timeout_s)
         except TimeoutError:
-            raise LimitExceeded(
+            raise RequestRefused(
                 "timeout_s", f"no answer within {limits.timeout_s:g} s", limits.timeout_s, 503
             ) from None
 
     def batcher() -> Batcher:
         if "batcher" not in state:
-            raise LimitExceeded("server", "not started (run the app under uvicorn or a TestClient context)", status=503)
+            raise RequestRefused("server", "not started (run it under uvicorn or in a TestClient context)", status=503)
         return state["batcher"]
 
     @app.get("/", include_in_schema=False)
@@ -257,7 +257,7 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
         try:
             future = batcher().submit(run.name, request.sentences, options)
         except QueueFull:
-            raise LimitExceeded(
+            raise RequestRefused(
                 "server", "too many requests queued; try again shortly", limits.max_queue, 503
             ) from None
         translations = await answer_within_limit(asyncio.wrap_future(future))
@@ -283,7 +283,7 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
         try:
             explanation = await answer_within_limit(asyncio.to_thread(work))
         except UserError as error:  # an empty sentence
-            raise LimitExceeded("sentence", str(error)) from None
+            raise RequestRefused("sentence", str(error)) from None
         return JSONResponse(run.explanation_json(explanation, options.beam_size))
 
     @app.get("/v1/models/{name}/examples", responses=ERRORS)
@@ -292,7 +292,7 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
         try:
             sentences = await asyncio.to_thread(run.examples)
         except UserError as error:
-            raise LimitExceeded("model", f"{name}: its test set cannot be read ({error})", status=404) from None
+            raise RequestRefused("model", f"{name}: its test set cannot be read ({error})", status=404) from None
         return {"model": run.name, "split": "test", "sentences": sentences}
 
     @app.get("/v1/models/{name}/analysis", responses=ERRORS)
@@ -306,7 +306,7 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
         try:
             body = await asyncio.to_thread(run.analysis, translate_in_turn, limits.analysis_sentences)
         except UserError as error:
-            raise LimitExceeded("model", f"{name}: its test set cannot be read ({error})", status=404) from None
+            raise RequestRefused("model", f"{name}: its test set cannot be read ({error})", status=404) from None
         return JSONResponse(body)
 
     return app

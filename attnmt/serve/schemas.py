@@ -36,9 +36,10 @@ class Limits:
                 raise ValueError(f"{name} must be positive, got {value}")
 
 
-class LimitExceeded(Exception):
-    """A request within its types but over a limit: answered 422 (413 for the body) with the
-    field, the limit and what was sent."""
+class RequestRefused(Exception):
+    """A request the server will not answer: over a limit, naming no served model, impossible
+    search settings, or no answer in time. Answered with `status` (422 by default) and a JSON
+    body naming the field and, where one applies, the limit."""
 
     def __init__(self, field: str, message: str, limit: float | int | None = None, status: int = 422):
         super().__init__(f"{field}: {message}")
@@ -69,10 +70,10 @@ class ExplainRequest(_Request):
 
 
 def check_limits(request: TranslateRequest | ExplainRequest, limits: Limits) -> None:
-    """Raise LimitExceeded for the first field over its limit."""
+    """Raise RequestRefused for the first field over its limit."""
     if isinstance(request, TranslateRequest):
         if len(request.sentences) > limits.max_sentences:
-            raise LimitExceeded(
+            raise RequestRefused(
                 "sentences",
                 f"at most {limits.max_sentences} per request, got {len(request.sentences)}",
                 limits.max_sentences,
@@ -82,15 +83,15 @@ def check_limits(request: TranslateRequest | ExplainRequest, limits: Limits) -> 
         named = [("sentence", request.sentence)]
     for field, text in named:
         if len(text) > limits.max_chars:
-            raise LimitExceeded(field, f"at most {limits.max_chars} characters, got {len(text)}", limits.max_chars)
+            raise RequestRefused(field, f"at most {limits.max_chars} characters, got {len(text)}", limits.max_chars)
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:  # JSON can spell lone surrogates ("\ud800"); no tokenizer can read them
-            raise LimitExceeded(field, "not valid Unicode text (a lone surrogate)") from None
+            raise RequestRefused(field, "not valid Unicode text (a lone surrogate)") from None
     if request.beam_size is not None and request.beam_size > limits.max_beam:
-        raise LimitExceeded("beam_size", f"at most {limits.max_beam}, got {request.beam_size}", limits.max_beam)
+        raise RequestRefused("beam_size", f"at most {limits.max_beam}, got {request.beam_size}", limits.max_beam)
     if request.max_length is not None and request.max_length > limits.max_length:
-        raise LimitExceeded("max_length", f"at most {limits.max_length}, got {request.max_length}", limits.max_length)
+        raise RequestRefused("max_length", f"at most {limits.max_length}, got {request.max_length}", limits.max_length)
 
 
 # --- responses (documented by /docs; the routes build them as plain dicts) ----------------
