@@ -403,7 +403,20 @@ def _print_plan(plan, console: Console) -> None:
         console.print(f"search {name}: {search.n_trials} trials over {', '.join(search.params)}", markup=False)
 
 
+# `attnmt serve`'s limit options and the `Limits` fields they set
+SERVE_LIMITS = {
+    "--max-sentences": ("max_sentences", int, "N", "sentences per request"),
+    "--max-chars": ("max_chars", int, "N", "characters per sentence"),
+    "--max-beam": ("max_beam", int, "K", "beam size a request may ask for"),
+    "--timeout": ("timeout_s", float, "S", "seconds a request may wait for its answer"),
+    "--max-queue": ("max_queue", int, "N", "requests waiting to be decoded; beyond, 503"),
+    "--batch-wait-ms": ("batch_wait_ms", float, "MS", "how long a request waits for batch-mates"),
+}
+
+
 def _add_serve_parser(commands) -> None:
+    from attnmt.serve.schemas import Limits  # no torch: the parser stays fast to build
+
     serve = commands.add_parser("serve", help="a JSON translation API and a page to explore attention")
     serve.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (or checkpoint folders) to serve")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
@@ -412,31 +425,24 @@ def _add_serve_parser(commands) -> None:
     serve.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     serve.add_argument("--data-dir", metavar="DIR", help="corpus folder for the test-set views (else as `evaluate`)")
     limits = serve.add_argument_group("limits")
-    limits.add_argument("--max-sentences", type=int, default=64, metavar="N", help="sentences per request")
-    limits.add_argument("--max-chars", type=int, default=1000, metavar="N", help="characters per sentence")
-    limits.add_argument("--max-beam", type=int, default=16, metavar="K", help="beam size a request may ask for")
-    limits.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds a request may wait")
-    limits.add_argument("--max-queue", type=int, default=256, metavar="N", help="requests waiting; beyond, 503")
-    limits.add_argument("--batch-wait-ms", type=float, default=5.0, metavar="MS", help="wait for batch-mates")
+    for flag, (field, kind, metavar, help_text) in SERVE_LIMITS.items():
+        default = getattr(Limits, field)
+        limits.add_argument(
+            flag, dest=field, type=kind, default=default, metavar=metavar, help=f"{help_text} ({default})"
+        )
     limits.add_argument("--no-batching", action="store_true", help="decode each request alone")
 
 
 def _run_serve(args: argparse.Namespace) -> None:
-    from attnmt.serve.schemas import Limits
+    from attnmt.serve.schemas import InvalidLimit, Limits
     from attnmt.serve.server import serve
 
+    chosen = {field: getattr(args, field) for field, *_ in SERVE_LIMITS.values()}
     try:
-        limits = Limits(
-            max_sentences=args.max_sentences,
-            max_chars=args.max_chars,
-            max_beam=args.max_beam,
-            timeout_s=args.timeout,
-            max_queue=args.max_queue,
-            batching=not args.no_batching,
-            batch_wait_ms=args.batch_wait_ms,
-        )
-    except ValueError as error:
-        raise UserError(f"--{str(error).replace('_', '-').replace('timeout-s', 'timeout')}") from None
+        limits = Limits(**chosen, batching=not args.no_batching)
+    except InvalidLimit as error:  # it names the field; the user typed the option
+        flag = next(flag for flag, (field, *_) in SERVE_LIMITS.items() if field == error.field)
+        raise UserError(f"{flag}: {error.problem}") from None
     serve(
         args.runs,
         host=args.host,

@@ -193,22 +193,21 @@ class Translator:
         beams: list[list[str]] = [[]]  # the live hypotheses' tokens by slot
 
         def record(seen: BeamStep) -> None:
+            fields = (seen.tokens, seen.origin, seen.log_probs, seen.finished, seen.slot, seen.attention.float())
+            rows = zip(*(field[0].tolist() for field in fields), strict=True)  # sentence 0: the only one
             candidates = []
-            for k in range(seen.tokens.size(1)):
-                log_prob = float(seen.log_probs[0, k])
-                if log_prob == float("-inf"):
+            for token, parent, log_prob, finished, slot, attention in rows:
+                if log_prob == float("-inf"):  # not a candidate (a vocabulary smaller than 2K)
                     continue
-                finished, slot = bool(seen.finished[0, k]), int(seen.slot[0, k])
-                parent = int(seen.origin[0, k])
                 candidates.append(
                     SearchCandidate(
-                        tokens=[*beams[parent], self.codec.tgt_vocab.id_to_token(int(seen.tokens[0, k]))],
+                        tokens=[*beams[parent], self.codec.tgt_vocab.id_to_token(token)],
                         parent=parent,
                         log_prob=log_prob,
                         status="finished" if finished else "kept" if slot >= 0 else "dropped",
                         slot=slot,
                         score=log_prob / seen.length_penalty if finished else None,
-                        attention=seen.attention[0, k].float().cpu().tolist(),
+                        attention=attention,
                     )
                 )
             beams[:] = [c.tokens for c in sorted((c for c in candidates if c.slot >= 0), key=lambda c: c.slot)]

@@ -19,17 +19,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import re
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
 
+from attnmt.utils import UserError
 from benchmarks.measure import combine_repeats, positive_int, rotated, write_results
 from benchmarks.report import markdown_table
 
@@ -37,24 +40,35 @@ RESULTS = Path("docs/results/serving.json")
 FIGURES = ("sentences_per_s", "tokens_per_s", "p50_ms", "p95_ms", "p99_ms")
 
 
+class ServerError(RuntimeError):
+    """`attnmt serve` did not start, or did not stop cleanly."""
+
+
 @contextmanager
 def running_server(runs: list[str], *options: str):
     """`attnmt serve RUNS --port 0 OPTIONS` in a process of its own; yields its base URL (read
-    from the start-up line), stops it afterwards (SIGTERM) and checks that it stopped cleanly."""
+    from the start-up line), stops it afterwards (SIGTERM) and checks that it stopped cleanly.
+    Its later stderr is drained in a thread, so that a chatty server never blocks on a full pipe;
+    the last lines are kept for the error message."""
     command = [sys.executable, "-m", "attnmt", "serve", *runs, "--port", "0", *options]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    line = process.stderr.readline()  # "attnmt: serving NAMES at http://127.0.0.1:PORT (...)"
+    match = re.search(r" at (http://\S+) ", line)
+    if not match:
+        process.wait(timeout=30)
+        raise ServerError(f"attnmt serve did not start: {line}{process.stderr.read()}".strip())
+    tail: collections.deque[str] = collections.deque(maxlen=20)
+    drain = threading.Thread(target=lambda: tail.extend(process.stderr), daemon=True)
+    drain.start()
     try:
-        line = process.stderr.readline()  # "attnmt: serving NAMES at http://127.0.0.1:PORT (...)"
-        match = re.search(r" at (http://\S+) ", line)
-        if not match:
-            process.wait(timeout=30)
-            raise RuntimeError(f"attnmt serve did not start: {line}{process.stderr.read()}".strip())
         yield match.group(1)
     finally:
         process.terminate()
-        # uvicorn shuts down gracefully, then re-raises the signal so the exit status tells it
-        if process.wait(timeout=30) not in (0, -signal.SIGTERM):
-            raise RuntimeError(f"attnmt serve ended with status {process.returncode}")
+        status = process.wait(timeout=30)
+        drain.join(timeout=5)
+    # uvicorn shuts down gracefully, then re-raises the signal so the exit status tells it
+    if status not in (0, -signal.SIGTERM):
+        raise ServerError(f"attnmt serve ended with status {status}: {''.join(tail).strip()}")
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -193,7 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--clients: expected numbers like 1,8,32, got {args.clients!r}")
     if not (Path(args.run) / "config.yaml").is_file():
         parser.error(f"--run {args.run}: not a trained run (train it: attnmt train configs/multi30k-en-de.yaml)")
-    results = measure(args)
+    try:
+        results = measure(args)
+    except (ServerError, UserError) as error:  # a run without its test set, a server that failed
+        print(f"benchmarks.serving: error: {error}", file=sys.stderr)
+        return 2
     write_results(args.json, results, "benchmarks.serving", argv)
     machine = results["machine"]
     print(f"{machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB; torch {machine['torch']}")

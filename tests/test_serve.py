@@ -105,7 +105,7 @@ def test_concurrent_requests_are_decoded_in_shared_batches(catalog):
     assert decoded == 6 and batches < 6
 
 
-def test_examples_and_the_test_set_analysis(client, reverse_run):
+def test_examples_and_the_test_set_analysis(client, catalog, monkeypatch):
     examples = client.get("/v1/models/run/examples").json()
     assert examples["split"] == "test" and 0 < len(examples["sentences"]) <= 30
     analysis = client.get("/v1/models/run/analysis").json()
@@ -116,7 +116,10 @@ def test_examples_and_the_test_set_analysis(client, reverse_run):
     answered = translate(client, [worst["source"]])[0]["hypotheses"][0]["text"]
     assert answered == worst["output"]  # the run's decode settings, as /v1/translate uses by default
     assert 0 <= analysis["chrf"] <= 100 and analysis["beam_size"] >= 1
-    assert client.get("/v1/models/run/analysis").json() == analysis  # computed once
+    translator = catalog.get("run").translator
+    calls = []
+    monkeypatch.setattr(translator, "translate", lambda *args, **kwargs: calls.append(args))
+    assert client.get("/v1/models/run/analysis").json() == analysis and not calls  # computed once, kept
 
 
 def test_explain_replays_the_search_that_gave_the_translation(client):
@@ -316,4 +319,8 @@ def test_serve_rejects_a_port_in_use(reverse_run, capsys):
 
 def test_serve_rejects_impossible_limits(reverse_run, capsys):
     assert main(["serve", str(reverse_run), "--max-sentences", "0"]) == 2
-    assert "--max-sentences must be positive" in capsys.readouterr().err
+    assert main(["serve", str(reverse_run), "--timeout", "-1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "attnmt: error: --max-sentences: expected a positive number, got 0",
+        "attnmt: error: --timeout: expected a positive number, got -1",
+    ]

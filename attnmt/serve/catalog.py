@@ -8,6 +8,7 @@ from its test set and the error-analysis view of that set (both read lazily, onc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -159,18 +160,7 @@ class ServedRun:
             "beam_size": beam_size,
             "source_tokens": explanation.source_tokens,
             "steps": [
-                [
-                    {
-                        "tokens": c.tokens,
-                        "parent": c.parent,
-                        "log_prob": c.log_prob,
-                        "status": c.status,
-                        "slot": c.slot,
-                        "score": c.score,
-                        "attention": _rounded([c.attention])[0],
-                    }
-                    for c in candidates
-                ]
+                [{**dataclasses.asdict(c), "attention": _rounded([c.attention])[0]} for c in candidates]
                 for candidates in explanation.steps
             ],
             "hypotheses": [hypothesis_json(t, True) for t in [best, *best.alternatives]],

@@ -33,7 +33,15 @@ class Limits:
             if isinstance(value, bool):
                 continue
             if value < 0 or (value == 0 and name != "batch_wait_ms"):  # 0 ms: batch only what queued meanwhile
-                raise ValueError(f"{name} must be positive, got {value}")
+                raise InvalidLimit(name, f"expected a positive number, got {value:g}")
+
+
+class InvalidLimit(ValueError):
+    """A server limit that cannot work (zero sentences, a negative timeout): names the field."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}")
+        self.field, self.problem = field, problem
 
 
 class RequestRefused(Exception):
