@@ -27,7 +27,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from attnmt.config import Config, load_config
+from attnmt.model import Seq2Seq, build_model
 from attnmt.utils import UserError, write_text_atomic
+from attnmt.vocab import Vocab
 
 INDEX = "index.json"
 WEIGHTS = "model.safetensors"
@@ -281,3 +284,33 @@ def load_trainer_state(checkpoint: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: missing (this checkpoint cannot be resumed)") from None
     except Exception as exc:  # torch raises many types for a damaged file
         raise UserError(f"{path}: corrupted or truncated trainer state ({type(exc).__name__})") from None
+
+
+@dataclass
+class TrainedModel:
+    """A run's model with the weights of one checkpoint, in eval mode on the CPU."""
+
+    model: Seq2Seq
+    config: Config
+    checkpoint: Path
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir_of(self.checkpoint)
+
+
+def load_trained(path: str | Path, which: str = "best") -> TrainedModel:
+    """`path`: a run directory (its `which` checkpoint, best or last) or one checkpoint folder."""
+    checkpoint = resolve_checkpoint(path, which)
+    run_dir = run_dir_of(checkpoint)
+    if not (run_dir / "config.yaml").is_file():
+        raise UserError(f"{run_dir}: not a run directory (no config.yaml beside checkpoints/)")
+    config = load_config(run_dir / "config.yaml")
+    src_size, tgt_size = (len(Vocab.load(run_dir / f"{side}.vocab.json")) for side in ("src", "tgt"))
+    model = build_model(config.model, src_size, tgt_size)
+    try:
+        load_weights(model, checkpoint)
+    except UserError as error:  # point at the run's other checkpoints, which may still be good
+        others = sorted(p.name for p in checkpoint.parent.glob("step-*") if p != checkpoint)
+        raise UserError(f"{error}; other checkpoints: {', '.join(others)}" if others else str(error)) from None
+    return TrainedModel(model.eval(), config, checkpoint)

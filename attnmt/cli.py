@@ -59,6 +59,11 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--output-dir", metavar="DIR", help="write evaluation.json, length.png and hypotheses")
     evaluate.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="paired bootstrap samples")
     _add_plot_parsers(commands)
+    export = commands.add_parser("export", help="write a run as ONNX graphs that onnxruntime runs")
+    export.add_argument("run_dir", metavar="RUN_DIR", help="run directory (or one checkpoint folder)")
+    export.add_argument("--format", choices=("onnx",), default="onnx", help="the only format: onnx")
+    export.add_argument("--output", metavar="DIR", help="export directory (default: RUN_DIR/export-onnx)")
+    export.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run")
     _add_sweep_parser(commands)
     _add_serve_parser(commands)
     return parser
@@ -67,10 +72,20 @@ def _build_parser() -> argparse.ArgumentParser:
 def _add_model_arguments(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
     """Which model(s) to load and how to search."""
     if several:
-        parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (or checkpoint folders)")
+        parser.add_argument(
+            "runs", nargs="+", metavar="RUN_DIR", help="run directories (or checkpoint folders, or ONNX exports)"
+        )
     else:
-        parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory (or one checkpoint folder)")
+        parser.add_argument(
+            "run_dir", metavar="RUN_DIR", help="run directory (or one checkpoint folder, or an ONNX export)"
+        )
     parser.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run")
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "torch", "onnxruntime"),
+        default="auto",
+        help="what runs the model: auto (onnxruntime for an export, else torch), torch, onnxruntime",
+    )
     parser.add_argument(
         "--beam", type=int, metavar="K", help="beam size (default: the run's decode.beam_size); 1 = greedy"
     )
@@ -207,7 +222,7 @@ def _output_stream(path: str | None) -> Iterator[TextIO]:
 def _run_translate(args: argparse.Namespace) -> None:
     from attnmt.translate import Translator, heatmap_grid, nbest_lines, write_heatmaps
 
-    translator = Translator.from_checkpoint(args.run_dir, which=args.checkpoint, device=args.device)
+    translator = Translator.load(args.run_dir, which=args.checkpoint, device=args.device, engine=args.engine)
     options = _search_options(args, translator)
     done, shown = 0, []
     with _output_stream(args.output) as out:
@@ -252,6 +267,7 @@ def _evaluate_runs(args: argparse.Namespace, console: Console, bootstrap_samples
         lambda translator: _examples(args, translator, cache),
         which=args.checkpoint,
         device=args.device,
+        engine=args.engine,
         options_for=lambda translator: _search_options(args, translator),
         bootstrap_samples=bootstrap_samples,
         announce=lambda note: console.print(note, style="dim", markup=False, highlight=False),
@@ -304,7 +320,7 @@ def _plot_curves(args: argparse.Namespace) -> Path:
 def _plot_attention(args: argparse.Namespace) -> Path:
     from attnmt.translate import Translator, heatmap, heatmap_grid
 
-    translator = Translator.from_checkpoint(args.run_dir, which=args.checkpoint, device=args.device)
+    translator = Translator.load(args.run_dir, which=args.checkpoint, device=args.device, engine=args.engine)
     translations = translator.translate(args.sentences, _search_options(args, translator))
     if len(translations) == 1:
         return heatmap(translations[0], args.output, title=translations[0].text)
@@ -325,6 +341,18 @@ def _run_plot(args: argparse.Namespace, console: Console) -> None:
     except OSError as exc:
         raise UserError(f"--output {args.output}: cannot write ({exc.strerror or exc})") from None
     console.print(f"wrote {path}", markup=False, soft_wrap=True)
+
+
+# --- export -----------------------------------------------------------------------------
+
+
+def _run_export(args: argparse.Namespace, console: Console) -> None:
+    from attnmt.export import export_onnx
+
+    output = Path(args.output) if args.output else Path(args.run_dir) / "export-onnx"
+    export_onnx(args.run_dir, output, which=args.checkpoint)
+    hint = f"attnmt translate {shlex.quote(str(output))} SENTENCE"
+    console.print(f"wrote {output}; translate with: {hint}", markup=False, soft_wrap=True)
 
 
 # --- sweep ------------------------------------------------------------------------------
@@ -483,6 +511,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _run_evaluate(args, console)
         elif args.command == "plot":
             _run_plot(args, console)
+        elif args.command == "export":
+            _run_export(args, console)
         elif args.command == "sweep":
             _run_sweep(args, console)
         elif args.command == "serve":

@@ -6,8 +6,10 @@ The model's calls, all batch-first:
   -> logits (B, T, V), attention weights (B, T, S): training and validation.
 - `encode(src, src_lengths) -> EncoderOutput`, `init_state(encoder_output) -> DecoderState`,
   `decode_step(prev_tokens (B,), state, encoder_output) -> (logits (B, V), state, weights (B, S))`:
-  what greedy and beam search need. Both `EncoderOutput` and `DecoderState` have
-  `index_select(rows)` to repeat rows for K beams (B -> B*K) and to reorder hypotheses.
+  the decoder's step. `next_log_probs` is the same step as log-probabilities: what greedy and
+  beam search call (the step interface `search.StepModel`, which an ONNX export also provides).
+  Both `EncoderOutput` and `DecoderState` have `index_select(rows)` to repeat rows for K beams
+  (B -> B*K) and to reorder hypotheses.
 `EncoderOutput` (defined beside its reader, the decoder) travels whole through decoder and search.
 """
 
@@ -47,6 +49,13 @@ class Seq2Seq(nn.Module):
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S))."""
         return self.decoder.step(prev_tokens, state, encoder_output)
+
+    def next_log_probs(
+        self, prev_tokens: torch.Tensor, state: DecoderState, encoder_output: EncoderOutput
+    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        """prev_tokens (B,) long -> (log-probabilities (B, V) float32, new state, attention (B, S))."""
+        logits, state, weights = self.decoder.step(prev_tokens, state, encoder_output)
+        return torch.log_softmax(logits.float(), dim=-1), state, weights
 
     def forward(
         self,

@@ -84,18 +84,20 @@ GREEDY = SearchOptions()
 
 
 class StepModel(Protocol):
-    """What search needs from a model (Seq2Seq provides it).
+    """What search needs from a model: the step interface. `Seq2Seq` provides it in torch,
+    `engine.OnnxModel` through onnxruntime, so one search serves every engine.
 
     encode(src (B, S), src_lengths (B,)) -> encoder output with `.index_select(rows)`;
     init_state(encoder_output) -> decoder state with `.index_select(rows)`;
-    decode_step(prev_tokens (B,), state, encoder_output) -> (logits (B, V), state, attention (B, S)).
+    next_log_probs(prev_tokens (B,), state, encoder_output)
+        -> (log-probabilities (B, V) float32, state, attention (B, S)).
     """
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> Any: ...
 
     def init_state(self, encoder_output: Any) -> Any: ...
 
-    def decode_step(
+    def next_log_probs(
         self, prev_tokens: torch.Tensor, state: Any, encoder_output: Any
     ) -> tuple[torch.Tensor, Any, torch.Tensor]: ...
 
@@ -160,8 +162,8 @@ def greedy(
     attention_tensor = torch.zeros(batch_size, max_limit, src.size(1), device=device)
     log_probs = torch.zeros(batch_size, device=device)
     for step in range(max_limit):
-        logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B_a, V), (B_a, S)
-        step_log_probs = _never_generated(torch.log_softmax(logits.float(), dim=-1))  # (B_a, V)
+        step_log_probs, state, attention = model.next_log_probs(prev, state, encoder_output)  # (B_a, V), (B_a, S)
+        step_log_probs = _never_generated(step_log_probs)
         best_log_probs, best = step_log_probs.max(dim=-1)  # (B_a,)
         # A sentence's last allowed token is EOS, as in beam search. Forcing it after the argmax
         # equals masking every other token first, without building a (B_a, V) mask each step.
@@ -310,9 +312,9 @@ def beam_search(
     first_k = torch.arange(2 * beam, device=device)[None, :] < beam  # (1, 2K)
     beam_offsets = torch.arange(beam, device=device)  # (K,)
     for step in range(max_limit):
-        logits, state, attention = model.decode_step(prev, state, encoder_output)  # (B_a*K, V), (B_a*K, S)
-        rows, vocab_size = active.numel(), logits.size(-1)
-        step_log_probs = _never_generated(torch.log_softmax(logits.float(), dim=-1)).view(rows, beam, vocab_size)
+        step_log_probs, state, attention = model.next_log_probs(prev, state, encoder_output)  # (B_a*K, V), (B_a*K, S)
+        rows, vocab_size = active.numel(), step_log_probs.size(-1)
+        step_log_probs = _never_generated(step_log_probs).view(rows, beam, vocab_size)
         last = step + 1 >= limits  # (B_a,) this is the sentence's last allowed token: it must be EOS
         not_eos = torch.arange(vocab_size, device=device) != EOS
         step_log_probs = step_log_probs.masked_fill(last[:, None, None] & not_eos, float("-inf"))

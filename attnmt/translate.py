@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from attnmt.checkpoint import checkpoints_dir, load_weights, read_index, read_meta, resolve_checkpoint, run_dir_of
+from attnmt.checkpoint import checkpoints_dir, load_trained, read_index, read_meta, resolve_checkpoint, run_dir_of
 from attnmt.config import Config, DataConfig, load_config
 from attnmt.corpora import Example, load_corpus
 from attnmt.data import TextCodec
+from attnmt.engine import OnnxModel
+from attnmt.export import MANIFEST, export_onnx
 from attnmt.metrics import (
     DEFAULT_LENGTH_BUCKETS,
     BootstrapResult,
@@ -31,9 +34,8 @@ from attnmt.metrics import (
     paired_bootstrap,
     tokenized_bleu,
 )
-from attnmt.model import build_model
 from attnmt.plot import attention_grid, attention_heatmap, length_plot
-from attnmt.search import BeamStep, SearchOptions, beam_search, decode_all
+from attnmt.search import BeamStep, SearchOptions, StepModel, beam_search, decode_all
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError, choose_device, write_text_atomic
 
@@ -43,6 +45,7 @@ from attnmt.utils import UserError, choose_device, write_text_atomic
 MAX_SOURCE_TOKENS = 250
 EOS_LABEL = "</s>"
 CHECKPOINT_CHOICES = ("best", "last")
+ENGINES = ("auto", "torch", "onnxruntime")
 
 
 def _warn(message: str) -> None:
@@ -104,8 +107,10 @@ class Explanation:
 class Translator:
     """A trained model with its tokenizers, vocabularies and decoding defaults."""
 
-    def __init__(self, model: torch.nn.Module, codec: TextCodec, config: Config, *, device: str, checkpoint: Path):
-        self.model = model.to(device).eval()
+    def __init__(self, model: StepModel, codec: TextCodec, config: Config, *, device: str, checkpoint: Path):
+        """`model` is in eval mode on `device`; `checkpoint` is the checkpoint folder (or export
+        directory) it was read from."""
+        self.model = model
         self.codec = codec
         self.config = config
         self.device = device
@@ -116,27 +121,43 @@ class Translator:
         """`path`: a run directory (its best or last checkpoint) or one checkpoint folder."""
         if which not in CHECKPOINT_CHOICES:
             raise UserError(f"checkpoint {which!r}: expected one of {', '.join(CHECKPOINT_CHOICES)}")
-        checkpoint = resolve_checkpoint(path, which)
-        run_dir = run_dir_of(checkpoint)
-        if not (run_dir / "config.yaml").is_file():
-            raise UserError(f"{run_dir}: not a run directory (no config.yaml beside checkpoints/)")
         try:
             device = choose_device(device)
         except UserError as error:  # its message names the config key; here it is an argument
             raise UserError(f"device: {str(error).removeprefix('train.device: ')}") from None
-        config = load_config(run_dir / "config.yaml")
-        codec = TextCodec.load(run_dir, config.data)
-        model = build_model(config.model, len(codec.src_vocab), len(codec.tgt_vocab))
-        try:
-            load_weights(model, checkpoint)
-        except UserError as error:  # point at the run's other checkpoints, which may still be good
-            others = sorted(p.name for p in checkpoint.parent.glob("step-*") if p != checkpoint)
-            raise UserError(f"{error}; other checkpoints: {', '.join(others)}" if others else str(error)) from None
-        return cls(model, codec, config, device=device, checkpoint=checkpoint)
+        trained = load_trained(path, which)
+        codec = TextCodec.load(trained.run_dir, trained.config.data)
+        return cls(trained.model.to(device), codec, trained.config, device=device, checkpoint=trained.checkpoint)
 
-    @property
-    def run_dir(self) -> Path:
-        return run_dir_of(self.checkpoint)
+    @classmethod
+    def load(cls, path: str | Path, *, which: str = "best", device: str = "auto", engine: str = "auto") -> Translator:
+        """A run directory, a checkpoint folder or an ONNX export, run by `engine`: torch, onnxruntime,
+        or auto (onnxruntime for an export, torch otherwise). A run asked for with onnxruntime is
+        exported first, into a temporary folder that is gone once its sessions are loaded."""
+        if engine not in ENGINES:
+            raise UserError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        is_export = (Path(path) / MANIFEST).is_file()
+        if engine == "torch" and is_export:
+            raise UserError(f"{path}: an ONNX export has no torch weights; run it with --engine onnxruntime")
+        if engine == "torch" or (engine == "auto" and not is_export):
+            return cls.from_checkpoint(path, which=which, device=device)
+        if device not in ("auto", "cpu"):
+            raise UserError(f"device {device!r}: the onnxruntime engine runs on the CPU")
+        if is_export:
+            return cls.from_export(path)
+        with tempfile.TemporaryDirectory(prefix="attnmt-export-") as folder:
+            translator = cls.from_export(export_onnx(path, Path(folder) / "export", which=which))
+        translator.checkpoint = resolve_checkpoint(path, which)
+        return translator
+
+    @classmethod
+    def from_export(cls, directory: str | Path, *, threads: int | None = None) -> Translator:
+        """An ONNX export (`attnmt export`) run by onnxruntime on the CPU; `threads` for its
+        sessions (default: torch's thread count)."""
+        model = OnnxModel(directory, threads=threads)
+        config = load_config(model.export.directory / "config.yaml")
+        codec = TextCodec.load(model.export.directory, config.data)
+        return cls(model, codec, config, device="cpu", checkpoint=model.export.directory)
 
     def search_options(self, **overrides) -> SearchOptions:
         """The run's `decode` settings as SearchOptions, with `overrides` (None keeps a setting);
@@ -382,6 +403,7 @@ def evaluate_runs(
     *,
     which: str = "best",
     device: str = "auto",
+    engine: str = "auto",
     options_for: Callable[[Translator], SearchOptions] | None = None,
     bootstrap_samples: int = 1000,
     announce: Callable[[str], None] = lambda note: None,
@@ -393,7 +415,7 @@ def evaluate_runs(
         raise UserError(f"--bootstrap: need at least 1 bootstrap sample, got {bootstrap_samples}")
     results = []
     for name, run in zip(run_names(runs), runs, strict=True):
-        translator = Translator.from_checkpoint(run, which=which, device=device)
+        translator = Translator.load(run, which=which, device=device, engine=engine)
         options = translator.search_options() if options_for is None else options_for(translator)
         examples = examples_for(translator)
         announce(f"{name}: {translator.checkpoint}, {len(examples):,} sentences, beam {options.beam_size}")

@@ -31,6 +31,8 @@ ALLOWED = {
     "distributed": set(),
     "textfiles": {"utils"},
     "checkpoint": {"utils", "config", "model", "vocab", "tokenize"},
+    "export": {"utils", "checkpoint", "decoder", "model"},
+    "engine": {"utils", "decoder", "export"},
     "train": {
         "utils",
         "config",
@@ -47,10 +49,11 @@ ALLOWED = {
         "runlog",
     },
     "translate": {
+        "engine",
+        "export",
         "utils",
         "config",
         "data",
-        "model",
         "search",
         "metrics",
         "checkpoint",

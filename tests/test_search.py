@@ -41,13 +41,13 @@ class MarkovModel:
     def init_state(self, encoder_output):
         return encoder_output
 
-    def decode_step(self, prev_tokens, state, encoder_output):
+    def next_log_probs(self, prev_tokens, state, encoder_output):
         logits = self.table[prev_tokens]
         if self.source_bias is not None:
             logits = logits + self.source_bias[encoder_output.src[:, 0]]
         mask = torch.arange(encoder_output.src.size(1))[None, :] < encoder_output.src_lengths[:, None]
         attention = mask.float() / mask.sum(dim=1, keepdim=True)
-        return logits, state, attention
+        return torch.log_softmax(logits, dim=-1), state, attention
 
 
 def table_from_probs(rows: dict[int, dict[int, float]]) -> torch.Tensor:

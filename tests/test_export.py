@@ -1,0 +1,229 @@
+"""ONNX export and the onnxruntime engine: the graphs compute what the torch model computes,
+the same search over both gives the same translations, and a damaged export is one clear line."""
+
+import hashlib
+import json
+import shutil
+import sys
+
+import pytest
+import torch
+
+from attnmt.checkpoint import load_trained
+from attnmt.cli import main
+from attnmt.config import load_config
+from attnmt.encoder import Encoder
+from attnmt.export import MANIFEST, UnpackedEncoder, export_onnx, read_export
+from attnmt.model import build_model
+from attnmt.search import SearchOptions
+from attnmt.translate import Translator
+from attnmt.utils import UserError
+from tests.conftest import REVERSE_RUN
+
+pytest.importorskip("onnxruntime")
+
+
+def padded_batch(lengths: list[int], vocab_size: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random tokens (B, S) with PAD (0) after each sentence's length, and the lengths (B,)."""
+    src = torch.randint(4, vocab_size, (len(lengths), max(lengths)))
+    for row, length in enumerate(lengths):
+        src[row, length:] = 0
+    return src, torch.tensor(lengths)
+
+
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_unpacked_encoder_equals_the_packed_one(rnn, layers, bidirectional):
+    """The export's encoder (padded RNN runs, the backward direction reversed within each length)
+    gives Encoder's memory and final states: padding reaches no real position."""
+    torch.manual_seed(0)
+    shape = [f"model.rnn={rnn}", f"model.encoder_layers={layers}", f"model.bidirectional={bidirectional}"]
+    sizes = ["model.embedding_size=8", "model.encoder_hidden=6", "model.decoder_hidden=10", "model.dropout=0.0"]
+    config = load_config(None, [*shape, *sizes])
+    model = build_model(config.model, 20, 20).eval()
+    assert isinstance(model.encoder, Encoder)
+    src, lengths = padded_batch([5, 1, 3, 5, 2])
+    with torch.no_grad():
+        packed = model.encode(src, lengths)
+        unpacked = UnpackedEncoder(model).eval()(src, lengths)
+    for expected, got in zip(packed, unpacked, strict=True):
+        assert expected.shape == got.shape
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+
+
+# Every scorer with both decoders; GRU and LSTM, input feeding on and off, two layers, a
+# unidirectional encoder and tied embeddings spread over them.
+MODELS = {
+    "bahdanau-additive": ["model.decoder=bahdanau", "model.attention=additive"],
+    "bahdanau-dot-lstm": ["model.decoder=bahdanau", "model.attention=dot", "model.rnn=lstm"],
+    "bahdanau-scaled-dot-2-layers": ["model.decoder=bahdanau", "model.attention=scaled_dot", "model.decoder_layers=2"],
+    "bahdanau-general-tied": ["model.decoder=bahdanau", "model.attention=general", "model.tie_embeddings=true"],
+    "bahdanau-none": ["model.decoder=bahdanau", "model.attention=none"],
+    "luong-additive-lstm": ["model.decoder=luong", "model.attention=additive", "model.rnn=lstm"],
+    "luong-dot": ["model.decoder=luong", "model.attention=dot", "model.input_feeding=false"],
+    "luong-scaled-dot-unidirectional": [
+        "model.decoder=luong",
+        "model.attention=scaled_dot",
+        "model.bidirectional=false",
+    ],
+    "luong-general-2-layers-lstm": [
+        "model.decoder=luong",
+        "model.attention=general",
+        "model.encoder_layers=2",
+        "model.decoder_layers=2",
+        "model.rnn=lstm",
+    ],
+    "luong-none": ["model.decoder=luong", "model.attention=none", "model.tie_embeddings=true"],
+}
+
+
+def train_tiny(run_dir, overrides: list[str]) -> None:
+    from attnmt.train import fit
+
+    sizes = ["model.embedding_size=16", "model.encoder_hidden=16", "model.decoder_hidden=24", "train.max_steps=40"]
+    config = load_config(None, [*REVERSE_RUN, *sizes, "train.valid_every=40", *overrides, f"train.run_dir={run_dir}"])
+    fit(config, log=lambda *args, **kwargs: None)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_onnxruntime_translates_as_torch_does(name, tmp_path, monkeypatch):
+    """Greedy and beam search over the export give torch's tokens, scores and attention."""
+    monkeypatch.setenv("ATTNMT_CACHE", str(tmp_path / "cache"))
+    train_tiny(tmp_path / "run", MODELS[name])
+    export_onnx(tmp_path / "run", tmp_path / "export")
+    torch_translator = Translator.from_checkpoint(tmp_path / "run", device="cpu")
+    onnx_translator = Translator.from_export(tmp_path / "export")
+    sentences = [" ".join(str(token) for token in torch.randint(1, 9, (n,)).tolist()) for n in range(1, 13)]
+    sentences += ["", "7", "1 2 3 4 5 6 7 8 9 1 2 3 4 5 6 7 8 9 1 2"]  # empty, one token, longer than trained
+    for options in (SearchOptions(), SearchOptions(beam_size=3, n_best=2)):
+        expected = torch_translator.translate(sentences, options)
+        got = onnx_translator.translate(sentences, options)
+        for want, have in zip(expected, got, strict=True):
+            assert have.tokens == want.tokens
+            assert [alt.tokens for alt in have.alternatives] == [alt.tokens for alt in want.alternatives]
+            assert have.score == pytest.approx(want.score, abs=1e-4)
+            torch.testing.assert_close(have.attention, want.attention, atol=1e-5, rtol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def exported(reverse_run, tmp_path_factory):
+    """The session's reverse-task run and its export."""
+    export_dir = tmp_path_factory.mktemp("export") / "reverse-onnx"
+    export_onnx(reverse_run, export_dir)
+    return reverse_run, export_dir
+
+
+def test_export_command_and_translate_an_export(exported, tmp_path, capsys):
+    run_dir, _ = exported
+    output = tmp_path / "cli-export"
+    assert main(["export", str(run_dir), "--format", "onnx", "--output", str(output)]) == 0
+    assert f"wrote {output}" in capsys.readouterr().out
+    manifest = json.loads((output / MANIFEST).read_text())
+    assert manifest["format"] == 1 and manifest["state"] == ["hidden"]
+    assert set(manifest["files"]) >= {"encoder.onnx", "init.onnx", "step.onnx", "config.yaml", "tgt.vocab.json"}
+    sentences = ["3 1 4 1 5", "2 7 1 8"]
+    assert main(["translate", str(run_dir), "--engine", "torch", *sentences]) == 0
+    by_torch = capsys.readouterr().out
+    assert main(["translate", str(output), *sentences]) == 0  # auto: an export runs on onnxruntime
+    assert capsys.readouterr().out == by_torch
+    assert main(["translate", str(run_dir), "--engine", "onnxruntime", *sentences]) == 0  # exported on the fly
+    assert capsys.readouterr().out == by_torch
+
+
+def test_evaluate_an_export_scores_as_the_run(exported):
+    """`attnmt evaluate RUN EXPORT`: the same hypotheses, so the same BLEU and chrF."""
+    from attnmt.translate import evaluate_runs, split_examples
+
+    results = evaluate_runs(
+        exported,
+        lambda translator: split_examples(translator.config.data, "test"),
+        options_for=lambda translator: translator.search_options(beam_size=2),
+        bootstrap_samples=10,
+    )
+    by_torch, by_onnxruntime = (result.evaluation for result in results)
+    assert by_onnxruntime.hypotheses == by_torch.hypotheses
+    assert (by_onnxruntime.bleu.score, by_onnxruntime.chrf.score) == (by_torch.bleu.score, by_torch.chrf.score)
+
+
+def damaged_copy(export_dir, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(export_dir, copy)
+    return copy
+
+
+def error_line(capsys, argv) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+def test_a_missing_graph_is_named(exported, tmp_path, capsys):
+    copy = damaged_copy(exported[1], tmp_path)
+    (copy / "step.onnx").unlink()
+    assert (
+        error_line(capsys, ["translate", str(copy), "x"])
+        == f"attnmt: error: {copy / 'step.onnx'}: missing (listed in manifest.json)"
+    )
+
+
+def test_a_changed_file_is_named(exported, tmp_path, capsys):
+    copy = damaged_copy(exported[1], tmp_path)
+    with (copy / "tgt.vocab.json").open("a") as handle:
+        handle.write(" ")
+    assert "tgt.vocab.json: differs from the file manifest.json lists" in error_line(
+        capsys, ["translate", str(copy), "x"]
+    )
+
+
+def test_an_export_of_another_format_is_refused(exported, tmp_path, capsys):
+    copy = damaged_copy(exported[1], tmp_path)
+    manifest = json.loads((copy / MANIFEST).read_text())
+    (copy / MANIFEST).write_text(json.dumps(manifest | {"format": 99}))
+    line = error_line(capsys, ["translate", str(copy), "x"])
+    assert "export format 99, this attnmt reads format 1; export the run again" in line
+
+
+def test_a_corrupt_graph_is_one_line(exported, tmp_path, capsys):
+    copy = damaged_copy(exported[1], tmp_path)
+    (copy / "init.onnx").write_bytes(b"not a graph")
+    manifest = json.loads((copy / MANIFEST).read_text())
+    manifest["files"]["init.onnx"] = hashlib.sha256(b"not a graph").hexdigest()  # a consistent but broken export
+    (copy / MANIFEST).write_text(json.dumps(manifest))
+    assert "init.onnx: onnxruntime cannot load it" in error_line(capsys, ["translate", str(copy), "x"])
+
+
+def test_engine_choices_are_checked(exported, capsys):
+    run_dir, export_dir = exported
+    line = error_line(capsys, ["translate", str(export_dir), "--engine", "torch", "x"])
+    assert line.endswith("an ONNX export has no torch weights; run it with --engine onnxruntime")
+    line = error_line(capsys, ["translate", str(export_dir), "--device", "cuda", "x"])
+    assert "the onnxruntime engine runs on the CPU" in line
+    with pytest.raises(UserError, match="not an ONNX export"):
+        read_export(run_dir)
+
+
+def test_missing_onnxruntime_says_how_to_install_it(exported, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
+    line = error_line(capsys, ["translate", str(exported[1]), "x"])
+    assert line == "attnmt: error: the onnxruntime engine needs onnxruntime: pip install 'attnmt[onnx]'"
+
+
+def test_export_never_overwrites_a_folder_that_is_not_an_export(exported, tmp_path, capsys):
+    target = tmp_path / "notes"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    line = error_line(capsys, ["export", str(exported[0]), "--output", str(target)])
+    assert line == f"attnmt: error: --output {target}: exists and is not an export; choose a new folder"
+    assert [p.name for p in target.iterdir()] == ["keep.txt"]
+
+
+def test_export_replaces_an_older_export_whole(exported, tmp_path):
+    run_dir, export_dir = exported
+    copy = damaged_copy(export_dir, tmp_path)
+    (copy / "step.onnx").write_bytes(b"stale")
+    export_onnx(run_dir, copy, which="last")
+    assert read_export(copy).manifest["checkpoint"] == load_trained(run_dir, "last").checkpoint.name
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["copy"]  # no staging or old folder left
