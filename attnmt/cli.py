@@ -11,7 +11,7 @@ import contextlib
 import json
 import shlex
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -103,6 +103,9 @@ def _add_translate_parser(commands) -> None:
     translate.add_argument("--output", metavar="FILE", help="write translations here (default: stdout)")
     translate.add_argument("--n-best", type=int, default=1, metavar="N", help="print 'i ||| text ||| score' lines")
     translate.add_argument("--attention", metavar="OUT_DIR", help="write OUT_DIR/0001.png ... and grid.png")
+    translate.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="translate in N processes, the CPU's threads shared"
+    )
 
 
 def _add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -180,7 +183,6 @@ def _run_train(args: argparse.Namespace, console: Console) -> None:
 
 # --- translate ----------------------------------------------------------------------------
 
-TRANSLATE_CHUNK = 1000  # lines translated (and written) at a time: output streams, memory stays flat
 GRID_SENTENCES = 6
 
 
@@ -191,19 +193,14 @@ def _search_options(args: argparse.Namespace, translator):
     )
 
 
-def _sentence_chunks(args: argparse.Namespace) -> Iterator[list[str]]:
-    from attnmt.textfiles import prompt_lines, read_input
+def _sentence_lines(args: argparse.Namespace) -> Iterable[str]:
+    """The sentences to translate: the arguments, or the lines of --input (or of piped stdin),
+    read as they are needed."""
+    from attnmt.textfiles import stream_lines
 
     if args.sentences and args.input:
         raise UserError("give sentences as arguments or with --input FILE, not both")
-    if args.sentences:
-        yield list(args.sentences)
-    elif args.input is None and sys.stdin.isatty():
-        yield from prompt_lines()
-    else:
-        lines = read_input(args.input)
-        for start in range(0, len(lines), TRANSLATE_CHUNK):
-            yield lines[start : start + TRANSLATE_CHUNK]
+    return list(args.sentences) if args.sentences else stream_lines(args.input)
 
 
 @contextlib.contextmanager
@@ -220,23 +217,45 @@ def _output_stream(path: str | None) -> Iterator[TextIO]:
 
 
 def _run_translate(args: argparse.Namespace) -> None:
-    from attnmt.translate import Translator, heatmap_grid, nbest_lines, write_heatmaps
+    from attnmt.export import is_export, temporary_export
+    from attnmt.stream import ModelSource, StreamProgress, translate_windows
+    from attnmt.textfiles import count_lines, prompt_lines
 
-    translator = Translator.load(args.run_dir, which=args.checkpoint, device=args.device, engine=args.engine)
-    options = _search_options(args, translator)
+    if args.workers < 1:
+        raise UserError(f"--workers: expected at least 1 process, got {args.workers}")
+    with contextlib.ExitStack() as stack:
+        source = ModelSource(args.run_dir, args.checkpoint, args.device, args.engine)
+        if args.engine == "onnxruntime" and not is_export(args.run_dir):  # export once, for every process
+            source = ModelSource(str(stack.enter_context(temporary_export(args.run_dir, args.checkpoint))))
+        translator = source.load()
+        options = _search_options(args, translator)
+        out = stack.enter_context(_output_stream(args.output))
+        if not args.sentences and args.input is None and sys.stdin.isatty():  # typed lines, answered at once
+            chunks = (translator.translate(line, options) for line in prompt_lines())
+        else:
+            lines = _sentence_lines(args)
+            chunks = translate_windows(lines, options, translator=translator, source=source, workers=args.workers)
+        total = count_lines(args.input) if args.input not in (None, "-") and not args.sentences else None
+        progress = stack.enter_context(contextlib.closing(StreamProgress(total)))
+        _write_translations(args, chunks, out, progress)
+
+
+def _write_translations(args: argparse.Namespace, chunks, out: TextIO, progress) -> None:
+    """Each chunk's lines (or n-best lines) as soon as it is translated, and heatmaps when asked."""
+    from attnmt.translate import heatmap_grid, nbest_lines, write_heatmaps
+
     done, shown = 0, []
-    with _output_stream(args.output) as out:
-        for chunk in _sentence_chunks(args):
-            translations = translator.translate(chunk, options, first_number=done + 1)
-            if args.n_best > 1:
-                lines = nbest_lines(translations, first_index=done)
-            else:
-                lines = [translation.text for translation in translations]
-            out.write("".join(line + "\n" for line in lines))
-            out.flush()
-            if args.attention:
-                shown += write_heatmaps(translations, args.attention, done)[: GRID_SENTENCES - len(shown)]
-            done += len(chunk)
+    for translations in chunks:
+        if args.n_best > 1:
+            lines = nbest_lines(translations, first_index=done)
+        else:
+            lines = [translation.text for translation in translations]
+        out.write("".join(line + "\n" for line in lines))
+        out.flush()
+        progress.update(translations)
+        if args.attention:
+            shown += write_heatmaps(translations, args.attention, done)[: GRID_SENTENCES - len(shown)]
+        done += len(translations)
     if args.attention and shown:
         heatmap_grid(shown, Path(args.attention) / "grid.png")
 

@@ -32,6 +32,7 @@ import logging
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,6 +173,17 @@ def read_export(directory: str | Path) -> Export:
         if _sha256(file) != digest:
             raise UserError(f"{file}: differs from the file {MANIFEST} lists (sha256); the export was changed")
     return Export(directory, manifest)
+
+
+def is_export(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+@contextlib.contextmanager
+def temporary_export(path: str | Path, which: str = "best") -> Iterator[Path]:
+    """Export run `path` into a temporary folder that is removed on leaving the block."""
+    with tempfile.TemporaryDirectory(prefix="attnmt-export-") as folder:
+        yield export_onnx(path, Path(folder) / "export", which=which)
 
 
 def _run_files(run_dir: Path) -> list[Path]:

@@ -14,6 +14,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from attnmt.utils import UserError
 
@@ -58,6 +59,38 @@ def read_input(path: str | None) -> list[str]:
     if path is None or path == "-":
         return decode_lines(sys.stdin.buffer.read(), "<stdin>")
     return decode_lines(_read_bytes(Path(path), gzipped=False), path)
+
+
+def stream_lines(path: str | None) -> Iterator[str]:
+    """Sentences, one per line, read lazily from a file or (None or "-") standard input: memory
+    stays flat whatever the file's size. Invalid UTF-8 is a UserError naming the line."""
+    if path is None or path == "-":
+        yield from _decoded(sys.stdin.buffer, "<stdin>")
+        return
+    try:
+        with Path(path).open("rb") as handle:
+            yield from _decoded(handle, path)
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder; expected a text file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc}); expected a readable text file") from None
+
+
+def _decoded(handle: BinaryIO, name: str) -> Iterator[str]:
+    for number, raw in enumerate(handle, 1):
+        yield from decode_lines(raw, name, first_line=number) or [""]
+
+
+def count_lines(path: str) -> int:
+    """How many lines `stream_lines(path)` will give, counted in blocks (a progress bar's total)."""
+    lines, last = 0, b"\n"
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from attnmt.config import Config, DataConfig, load_config
 from attnmt.corpora import Example, load_corpus
 from attnmt.data import TextCodec
 from attnmt.engine import OnnxModel
-from attnmt.export import MANIFEST, export_onnx
+from attnmt.export import is_export, temporary_export
 from attnmt.metrics import (
     DEFAULT_LENGTH_BUCKETS,
     BootstrapResult,
@@ -136,17 +135,17 @@ class Translator:
         exported first, into a temporary folder that is gone once its sessions are loaded."""
         if engine not in ENGINES:
             raise UserError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
-        is_export = (Path(path) / MANIFEST).is_file()
-        if engine == "torch" and is_export:
+        exported = is_export(path)
+        if engine == "torch" and exported:
             raise UserError(f"{path}: an ONNX export has no torch weights; run it with --engine onnxruntime")
-        if engine == "torch" or (engine == "auto" and not is_export):
+        if engine == "torch" or (engine == "auto" and not exported):
             return cls.from_checkpoint(path, which=which, device=device)
         if device not in ("auto", "cpu"):
             raise UserError(f"device {device!r}: the onnxruntime engine runs on the CPU")
-        if is_export:
+        if exported:
             return cls.from_export(path)
-        with tempfile.TemporaryDirectory(prefix="attnmt-export-") as folder:
-            translator = cls.from_export(export_onnx(path, Path(folder) / "export", which=which))
+        with temporary_export(path, which) as export_dir:
+            translator = cls.from_export(export_dir)
         translator.checkpoint = resolve_checkpoint(path, which)
         return translator
 

@@ -62,6 +62,7 @@ ALLOWED = {
         "plot",
         "corpora",
     },
+    "stream": {"search", "translate"},
     "sweep": set(),
     "sweep.spec": {"config"},
     "sweep.store": {"utils"},

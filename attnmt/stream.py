@@ -1,0 +1,138 @@
+"""Translating a stream of sentences of any length in bounded memory, optionally in worker processes.
+
+Lines are read lazily and translated a window at a time: within a window `search.decode_all`
+sorts the sentences by length (little padding) and gives the results back in input order, so
+the output is the input's order whatever the window or the number of workers. At most
+`workers + 1` windows are held at once: memory depends on the window, never on the file.
+
+Worker processes each load the model once (their own `Translator`, torch threads divided
+among them) and translate whole windows; the parent reads, hands out windows and writes the
+results in order. On a CPU, several single-threaded processes can beat one process with
+several threads when batches are too small to keep the threads busy.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from itertools import islice
+
+from attnmt.search import SearchOptions
+from attnmt.translate import Translation, Translator
+
+WINDOW = 5000  # sentences sorted and translated together
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """How a worker process loads the model: what `Translator.load` takes."""
+
+    path: str
+    which: str = "best"
+    device: str = "auto"
+    engine: str = "auto"
+
+    def load(self) -> Translator:
+        return Translator.load(self.path, which=self.which, device=self.device, engine=self.engine)
+
+
+def windows(lines: Iterable[str], size: int = WINDOW) -> Iterator[list[str]]:
+    """Consecutive lists of at most `size` lines, read as they are needed."""
+    iterator = iter(lines)
+    while window := list(islice(iterator, size)):
+        yield window
+
+
+_worker_translator: Translator | None = None  # one per worker process
+
+
+def _start_worker(source: ModelSource, threads: int) -> None:
+    import torch
+
+    global _worker_translator
+    torch.set_num_threads(threads)
+    _worker_translator = source.load()
+
+
+def _translate_in_worker(sentences: list[str], options: SearchOptions, first_number: int) -> list[Translation]:
+    assert _worker_translator is not None, "worker started without a model"
+    return _worker_translator.translate(sentences, options, first_number=first_number)
+
+
+def translate_windows(
+    lines: Iterable[str],
+    options: SearchOptions,
+    *,
+    translator: Translator | None = None,
+    source: ModelSource | None = None,
+    workers: int = 1,
+    window: int = WINDOW,
+) -> Iterator[list[Translation]]:
+    """The translations of `lines` a window at a time, in input order.
+
+    One process uses `translator`; with `workers` > 1, each of that many processes loads the
+    model as `source` says, and the CPU's threads are shared among them.
+    """
+    if workers <= 1:
+        assert translator is not None, "one process translates with the translator it is given"
+        first = 1
+        for sentences in windows(lines, window):
+            yield translator.translate(sentences, options, first_number=first)
+            first += len(sentences)
+        return
+    assert source is not None, "worker processes need to know how to load the model"
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    context = multiprocessing.get_context("spawn")  # fork after torch's thread pools start can hang
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_start_worker, initargs=(source, threads)
+    ) as pool:
+        pending: deque[Future] = deque()
+        first = 1
+        for sentences in windows(lines, window):
+            pending.append(pool.submit(_translate_in_worker, sentences, options, first))
+            first += len(sentences)
+            if len(pending) > workers:  # every worker busy, and no more windows than that in memory
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+class StreamProgress:
+    """A progress bar on stderr when it is a terminal (sentences, generated tokens/s, ETA when the
+    total is known); nothing otherwise, so logs and pipes stay clean."""
+
+    def __init__(self, total: int | None) -> None:
+        self.progress = None
+        self.start, self.tokens = time.perf_counter(), 0
+        if not sys.stderr.isatty():
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("[bold]translate"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[speed]} tok/s"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
+        self.task = self.progress.add_task("translate", total=total, speed="-")
+        self.progress.start()
+
+    def update(self, translations: list[Translation]) -> None:
+        if self.progress is None:
+            return
+        self.tokens += sum(len(t.tokens) + 1 for t in translations)  # EOS counts, as in the benchmarks
+        speed = self.tokens / max(time.perf_counter() - self.start, 1e-9)
+        self.progress.update(self.task, advance=len(translations), speed=f"{speed:,.0f}")
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
