@@ -65,7 +65,8 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: flo
     )
 
 
-def _autocast(device: torch.device, precision: str):
+def autocast(device: torch.device, precision: str):
+    """Mixed precision for the forward pass: bf16 or fp16 autocast, or nothing for fp32."""
     if precision == "fp32":
         return nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
@@ -89,7 +90,7 @@ def validate(model, bundle: DataBundle, config: Config, device: torch.device) ->
     sampler = bundle.sampler(config.data, shuffle=False, seed=0, split="valid")
     for indices in sampler.batches():
         batch = collate(indices, bundle.valid.src_ids, bundle.valid.tgt_ids).to(device)
-        with _autocast(device, config.train.precision):
+        with autocast(device, config.train.precision):
             logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
         loss_sum += float(token_loss(logits, batch.tgt_out))
         tokens += batch.num_tgt_tokens
@@ -273,7 +274,7 @@ class Trainer:
         )
         for group in self.optimizer.param_groups:
             group["lr"] = _scheduled_lr(self.config, self.progress)
-        with _autocast(self.device, train.precision):
+        with autocast(self.device, train.precision):
             logits, _ = self.ddp_model(batch.src, batch.src_lengths, batch.tgt_in, teacher_forcing_ratio=ratio)
         # Each process divides by the *global* token count and DDP averages over processes,
         # so the gradient is that of the global batch's per-token mean, as in one process.

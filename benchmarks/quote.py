@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.gpu import gpu_rows
 from benchmarks.peers.report import quality_rows, speed_rows
 from benchmarks.report import headlines, markdown_table, tables
 from benchmarks.serving import serving_rows
@@ -43,6 +44,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "speed-greedy": _speed_table(1),
     "speed-beam": _speed_table(2),
     "serving": lambda results: markdown_table(*serving_rows(results)),
+    "gpu": lambda results: markdown_table(*gpu_rows(results)),
     "speed-headlines": lambda results: [f"- {line}" for line in headlines(results)],
 }
 
