@@ -294,6 +294,23 @@ def running_trial_with_checkpoint(store: Store, study: str, sweep_dir: Path, ste
     return None
 
 
+def kill_if_still_running(store: Store, study: str, trial):
+    """SIGKILL the worker of `trial` if the trial is still running once the worker is frozen, or None.
+
+    A trial of the tiny test model finishes within milliseconds of its step-10 checkpoint, so the
+    worker is stopped first and the trial's state read again: a kill must land mid-trial, never on
+    the next trial the worker has already moved on to.
+    """
+    pid = trial.user_attrs["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    [now] = [t for t in store.load(study).get_trials() if t.number == trial.number]
+    if now.state.name == "RUNNING":
+        os.kill(pid, signal.SIGKILL)
+        return trial
+    os.kill(pid, signal.SIGCONT)
+    return None
+
+
 def test_two_workers_on_postgresql_survive_a_killed_worker_and_match_sqlite(tmp_path, postgresql_url):
     grid = {"grid": {"model.attention": ["dot", "none"], "train.seed": [1, 2, 3]}}
     spec = write_sweep(tmp_path, {"grid": grid}, name="postgresql")
@@ -313,9 +330,10 @@ def test_two_workers_on_postgresql_survive_a_killed_worker_and_match_sqlite(tmp_
         children = psutil.Process(process.pid).children()
         workers = sorted((c for c in children if "resource_tracker" not in " ".join(c.cmdline())), key=started)
         if len(workers) == 2:
-            killed = running_trial_with_checkpoint(store, plan.name, plan.sweep_dir, step=10, pid=workers[1].pid)
+            found = running_trial_with_checkpoint(store, plan.name, plan.sweep_dir, step=10, pid=workers[1].pid)
+            if found is not None:
+                killed = kill_if_still_running(store, plan.name, found)
     assert killed is not None, process.communicate()[1][-2000:]
-    os.kill(killed.user_attrs["pid"], signal.SIGKILL)  # mid-trial, after its step-10 checkpoint
     out, err = process.communicate(timeout=300)
     assert "ended with exit code -9" in err, err
     states = store.load(plan.name).get_trials()
