@@ -34,6 +34,30 @@ def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _int_list(text: str) -> list[int]:
+    """argparse type: "1,3,5" -> [1, 3, 5]; a bad item is a usage error naming it."""
+    try:
+        return [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+
+
+def _member_or_mean(text: str) -> str | int:
+    if text == "mean":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'mean' or a member's number (0, 1, ...), got {text!r}") from None
+
+
+def _float_list(text: str) -> list[float]:
+    try:
+        return [float(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnmt", description="Attention-based RNN sequence-to-sequence translation.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -58,6 +82,21 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_evaluation_arguments(evaluate)
     evaluate.add_argument("--output-dir", metavar="DIR", help="write evaluation.json, length.png and hypotheses")
     evaluate.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="paired bootstrap samples")
+    evaluate.add_argument(
+        "--tune", action="store_true", help="choose beam size and length penalty on the valid split, then score"
+    )
+    evaluate.add_argument(
+        "--tune-beams", type=_int_list, metavar="K,K,...", help="beam sizes to try (default 1,3,5,10)"
+    )
+    evaluate.add_argument(
+        "--tune-penalties", type=_float_list, metavar="A,A,...", help="length penalties to try (default 0,0.5,1,1.5,2)"
+    )
+    average = commands.add_parser("average", help="average a run's last checkpoints into one checkpoint")
+    average.add_argument("run_dir", metavar="RUN_DIR", help="run directory")
+    chosen = average.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--last", type=int, metavar="N", help="the last N checkpoints the run kept")
+    chosen.add_argument("--steps", type=int, nargs="+", metavar="STEP", help="the checkpoints of these steps")
+    average.add_argument("--output", metavar="DIR", help="checkpoint folder (default: RUN_DIR/checkpoints/averaged)")
     _add_plot_parsers(commands)
     export = commands.add_parser("export", help="write a run as ONNX graphs that onnxruntime runs")
     export.add_argument("run_dir", metavar="RUN_DIR", help="run directory (or one checkpoint folder)")
@@ -106,6 +145,20 @@ def _add_translate_parser(commands) -> None:
     translate.add_argument(
         "--workers", type=int, default=1, metavar="N", help="translate in N processes, the CPU's threads shared"
     )
+    translate.add_argument(
+        "--ensemble",
+        action="append",
+        default=[],
+        metavar="RUN_DIR",
+        help="decode with this run too, by the mean of the runs' log-probabilities (repeatable)",
+    )
+    translate.add_argument(
+        "--ensemble-attention",
+        type=_member_or_mean,
+        default="mean",
+        metavar="mean|N",
+        help="an ensemble's attention shown: the members' mean, or member N's (0 = RUN_DIR)",
+    )
 
 
 def _add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +167,9 @@ def _add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--src", metavar="FILE", help="evaluate on this source file instead of the run's split")
     parser.add_argument("--ref", metavar="FILE", action="append", default=[], help="reference file (repeatable)")
     parser.add_argument("--data-dir", metavar="DIR", help="corpus folder (else $ATTNMT_DATA, the cache, download)")
+    parser.add_argument(
+        "--ensemble", action="store_true", help="the runs are one system: the mean of their log-probabilities"
+    )
 
 
 def _add_plot_parsers(commands) -> None:
@@ -224,9 +280,15 @@ def _run_translate(args: argparse.Namespace) -> None:
     if args.workers < 1:
         raise UserError(f"--workers: expected at least 1 process, got {args.workers}")
     with contextlib.ExitStack() as stack:
-        source = ModelSource(args.run_dir, args.checkpoint, args.device, args.engine)
-        if args.engine == "onnxruntime" and not is_export(args.run_dir):  # export once, for every process
-            source = ModelSource(str(stack.enter_context(temporary_export(args.run_dir, args.checkpoint))))
+        paths = [args.run_dir, *args.ensemble]
+        if args.engine == "onnxruntime":  # export once, for every process
+            paths = [
+                path if is_export(path) else str(stack.enter_context(temporary_export(path, args.checkpoint)))
+                for path in paths
+            ]
+        source = ModelSource(
+            paths[0], args.checkpoint, args.device, args.engine, tuple(paths[1:]), args.ensemble_attention
+        )
         translator = source.load()
         options = _search_options(args, translator)
         out = stack.enter_context(_output_stream(args.output))
@@ -281,16 +343,40 @@ def _evaluate_runs(args: argparse.Namespace, console: Console, bootstrap_samples
     from attnmt.translate import evaluate_runs
 
     cache: dict = {}
+    announce = lambda note: console.print(note, style="dim", markup=False, highlight=False)  # noqa: E731
     return evaluate_runs(
         args.runs,
         lambda translator: _examples(args, translator, cache),
         which=args.checkpoint,
         device=args.device,
         engine=args.engine,
-        options_for=lambda translator: _search_options(args, translator),
+        options_for=lambda translator: _chosen_search(args, translator, cache, announce),
         bootstrap_samples=bootstrap_samples,
-        announce=lambda note: console.print(note, style="dim", markup=False, highlight=False),
+        ensemble=args.ensemble,
+        announce=announce,
     )
+
+
+def _chosen_search(args: argparse.Namespace, translator, cache: dict, announce):
+    """The arguments' search options, or with --tune those that score best on the valid split."""
+    from attnmt.translate import TUNE_BEAMS, TUNE_PENALTIES, split_examples, tune_search
+
+    if not getattr(args, "tune", False):
+        if getattr(args, "tune_beams", None) or getattr(args, "tune_penalties", None):
+            raise UserError("--tune-beams and --tune-penalties go with --tune")
+        return _search_options(args, translator)
+    if args.beam is not None or args.length_penalty is not None:
+        raise UserError("--tune chooses the beam size and length penalty: drop --beam and --length-penalty")
+    if args.split == "valid" or args.src:
+        raise UserError("--tune tunes on the valid split and scores the run's test split: drop --split valid/--src")
+    valid = split_examples(translator.config.data, "valid", data_dir=args.data_dir, cache=cache)
+    beams, penalties = args.tune_beams or TUNE_BEAMS, args.tune_penalties or TUNE_PENALTIES
+    if not beams or min(beams) < 1 or (penalties and min(penalties) < 0):
+        raise UserError("--tune-beams: beam sizes of at least 1; --tune-penalties: penalties of at least 0")
+    tuning = tune_search(translator, valid, beams=beams, penalties=penalties, announce=announce)
+    best = tuning.options
+    announce(f"tuned on valid: beam {best.beam_size}, length penalty {best.length_penalty}")
+    return tuning
 
 
 def _run_evaluate(args: argparse.Namespace, console: Console) -> None:
@@ -372,6 +458,20 @@ def _run_export(args: argparse.Namespace, console: Console) -> None:
     export_onnx(args.run_dir, output, which=args.checkpoint)
     hint = f"attnmt translate {shlex.quote(str(output))} SENTENCE"
     console.print(f"wrote {output}; translate with: {hint}", markup=False, soft_wrap=True)
+
+
+# --- average ----------------------------------------------------------------------------
+
+
+def _run_average(args: argparse.Namespace, console: Console) -> None:
+    from attnmt.average import DEFAULT_NAME, average_checkpoints, choose_checkpoints
+
+    checkpoints = choose_checkpoints(args.run_dir, last=args.last, steps=args.steps)
+    output = Path(args.output) if args.output else Path(args.run_dir) / "checkpoints" / DEFAULT_NAME
+    average_checkpoints(checkpoints, output)
+    names = ", ".join(checkpoint.name for checkpoint in checkpoints)
+    console.print(f"wrote {output}: the mean of {names}", markup=False, soft_wrap=True)
+    console.print(f"evaluate with: attnmt evaluate {shlex.quote(str(output))}", markup=False, soft_wrap=True)
 
 
 # --- sweep ------------------------------------------------------------------------------
@@ -532,6 +632,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _run_plot(args, console)
         elif args.command == "export":
             _run_export(args, console)
+        elif args.command == "average":
+            _run_average(args, console)
         elif args.command == "sweep":
             _run_sweep(args, console)
         elif args.command == "serve":

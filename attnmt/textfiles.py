@@ -55,10 +55,11 @@ def prompt_lines() -> Iterator[list[str]]:
 
 
 def read_input(path: str | None) -> list[str]:
-    """Sentences, one per line, from a file or (for None or "-") standard input."""
+    """Sentences, one per line, from a file (gzipped if its name ends in .gz) or (for None or
+    "-") standard input."""
     if path is None or path == "-":
         return decode_lines(sys.stdin.buffer.read(), "<stdin>")
-    return decode_lines(_read_bytes(Path(path), gzipped=False), path)
+    return decode_lines(_read_bytes(Path(path), gzipped=Path(path).suffix == ".gz"), path)
 
 
 def stream_lines(path: str | None) -> Iterator[str]:

@@ -21,6 +21,7 @@ from attnmt.config import Config, DataConfig, load_config
 from attnmt.corpora import Example, load_corpus
 from attnmt.data import TextCodec
 from attnmt.engine import OnnxModel
+from attnmt.ensemble import Ensemble, check_compatible
 from attnmt.export import is_export, temporary_export
 from attnmt.metrics import (
     DEFAULT_LENGTH_BUCKETS,
@@ -157,6 +158,28 @@ class Translator:
         config = load_config(model.export.directory / "config.yaml")
         codec = TextCodec.load(model.export.directory, config.data)
         return cls(model, codec, config, device="cpu", checkpoint=model.export.directory)
+
+    @classmethod
+    def ensemble(
+        cls,
+        paths: Sequence[str | Path],
+        *,
+        which: str = "best",
+        device: str = "auto",
+        engine: str = "auto",
+        attention: str | int = "mean",
+    ) -> Translator:
+        """Runs (or checkpoints, or exports) that decode as one model, by the mean of their
+        log-probabilities at every step (`ensemble.Ensemble`). They must share vocabularies and
+        tokenizers. The first member's config gives the decoding defaults; `attention` is "mean"
+        or the index of the member whose attention is shown."""
+        if not paths:
+            raise UserError("an ensemble needs at least one run")
+        members = [cls.load(path, which=which, device=device, engine=engine) for path in paths]
+        check_compatible([(str(path), member.codec) for path, member in zip(paths, members, strict=True)])
+        first = members[0]
+        model = Ensemble([member.model for member in members], attention=attention)
+        return cls(model, first.codec, first.config, device=first.device, checkpoint=first.checkpoint)
 
     def search_options(self, **overrides) -> SearchOptions:
         """The run's `decode` settings as SearchOptions, with `overrides` (None keeps a setting);
@@ -388,6 +411,8 @@ class RunEvaluation:
     checkpoint: Path
     evaluation: Evaluation
     bootstrap: BootstrapResult | None = None
+    search: dict = field(default_factory=dict)  # the options used, and the tuning trials if tuned
+    members: list[str] = field(default_factory=list)  # an ensemble's checkpoints
 
 
 def run_names(runs: Sequence[str | Path]) -> list[str]:
@@ -403,26 +428,85 @@ def evaluate_runs(
     which: str = "best",
     device: str = "auto",
     engine: str = "auto",
-    options_for: Callable[[Translator], SearchOptions] | None = None,
+    options_for: Callable[[Translator], SearchOptions | Tuning] | None = None,
     bootstrap_samples: int = 1000,
+    ensemble: bool = False,
     announce: Callable[[str], None] = lambda note: None,
 ) -> list[RunEvaluation]:
     """Evaluate each run (one model in memory at a time) on `examples_for(translator)`, searched
-    as `options_for(translator)` says (default: each run's decode settings); then, when all
-    runs were scored on the same sentences and references, the paired bootstrap against the first."""
+    as `options_for(translator)` says (SearchOptions, or a Tuning that chose them; default: each
+    run's decode settings); then, when all runs were scored on the same sentences and
+    references, the paired bootstrap against the first. With `ensemble`, the runs are one
+    system that decodes by the mean of their log-probabilities."""
     if bootstrap_samples < 1:
         raise UserError(f"--bootstrap: need at least 1 bootstrap sample, got {bootstrap_samples}")
+    names = run_names(runs)
+    systems = (
+        [(" + ".join(names), list(runs))]
+        if ensemble
+        else [(name, [run]) for name, run in zip(names, runs, strict=True)]
+    )
     results = []
-    for name, run in zip(run_names(runs), runs, strict=True):
-        translator = Translator.load(run, which=which, device=device, engine=engine)
-        options = translator.search_options() if options_for is None else options_for(translator)
+    for name, paths in systems:
+        if ensemble:
+            translator = Translator.ensemble(paths, which=which, device=device, engine=engine)
+        else:
+            translator = Translator.load(paths[0], which=which, device=device, engine=engine)
+        chosen = translator.search_options() if options_for is None else options_for(translator)
+        tuning = chosen if isinstance(chosen, Tuning) else None
+        options = tuning.options if tuning else chosen
         examples = examples_for(translator)
         announce(f"{name}: {translator.checkpoint}, {len(examples):,} sentences, beam {options.beam_size}")
-        results.append(RunEvaluation(name, translator.checkpoint, evaluate(translator, examples, options)))
+        search = {"beam_size": options.beam_size, "length_penalty": options.length_penalty}
+        if tuning:
+            search |= {"tuned_on": tuning.split, "trials": tuning.trials}
+        members = [str(resolve_checkpoint(path, which)) for path in paths] if ensemble else []
+        evaluation = evaluate(translator, examples, options)
+        results.append(RunEvaluation(name, translator.checkpoint, evaluation, search=search, members=members))
     bootstrap = significance([(r.name, r.evaluation) for r in results], bootstrap_samples)
     for result, compared in zip(results, bootstrap or [None] * len(results), strict=True):
         result.bootstrap = compared
     return results
+
+
+@dataclass
+class Tuning:
+    """Search settings chosen on a held-out split, and every setting tried with its BLEU."""
+
+    options: SearchOptions
+    split: str
+    trials: list[dict]
+
+
+TUNE_BEAMS = (1, 3, 5, 10)
+TUNE_PENALTIES = (0.0, 0.5, 1.0, 1.5, 2.0)
+
+
+def tune_search(
+    translator: Translator,
+    examples: Sequence[Example],
+    *,
+    beams: Sequence[int] = TUNE_BEAMS,
+    penalties: Sequence[float] = TUNE_PENALTIES,
+    split: str = "valid",
+    announce: Callable[[str], None] = lambda note: None,
+) -> Tuning:
+    """The beam size and length penalty with the best sacreBLEU on `examples` (a validation
+    split: never the test set), trying every pair (the penalty only once for greedy search,
+    which it does not change). Ties go to the smaller beam, then the smaller penalty."""
+    if not examples:
+        raise UserError("no validation sentences to tune on")
+    base = translator.search_options()
+    trials = []
+    for beam in sorted(set(beams)):
+        for penalty in sorted(set(penalties)) if beam > 1 else [base.length_penalty]:
+            options = translator.search_options(beam_size=beam, length_penalty=penalty)
+            score = evaluate(translator, examples, options).bleu.score
+            trials.append({"beam_size": beam, "length_penalty": penalty, "bleu": score})
+            announce(f"tuning on {split}: beam {beam}, length penalty {penalty}: BLEU {score:.2f}")
+    best = max(trials, key=lambda t: (round(t["bleu"], 6), -t["beam_size"], -t["length_penalty"]))
+    chosen = translator.search_options(beam_size=best["beam_size"], length_penalty=best["length_penalty"])
+    return Tuning(chosen, split, trials)
 
 
 def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test_set: dict) -> Path:
@@ -436,6 +520,8 @@ def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test
                 "name": result.name,
                 "checkpoint": str(result.checkpoint),
                 "training": training_summary(result.checkpoint),
+                "search": result.search,
+                **({"members": result.members} if result.members else {}),
                 **result.evaluation.figures(),
             }
             if result.bootstrap is not None:

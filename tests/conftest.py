@@ -1,6 +1,7 @@
 """Shared test settings and fixtures."""
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,12 @@ def reverse_run(tmp_path_factory) -> Path:
         patch.setenv("ATTNMT_CACHE", str(run_dir.parent / "cache"))
         fit(load_config(None, [*REVERSE_RUN, f"train.run_dir={run_dir}"]), log=lambda *args, **kwargs: None)
     return run_dir
+
+
+@pytest.fixture
+def copied_run(reverse_run, tmp_path) -> Path:
+    """A copy of the reverse run that a test may damage."""
+    return Path(shutil.copytree(reverse_run, tmp_path / "run", ignore=shutil.ignore_patterns("tensorboard")))
 
 
 @pytest.fixture(scope="session")

@@ -9,38 +9,13 @@ from __future__ import annotations
 import io
 import json
 import shlex
-import shutil
-from pathlib import Path
 
 import pytest
+from cli_helpers import run_error, run_ok
 
 from attnmt.cli import main
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture
-def copied_run(reverse_run, tmp_path) -> Path:
-    """A copy of the run that a test may damage."""
-    return Path(shutil.copytree(reverse_run, tmp_path / "run", ignore=shutil.ignore_patterns("tensorboard")))
-
-
-def run_ok(capsys, *args: str) -> str:
-    code = main(list(args))
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    return captured.out
-
-
-def run_error(capsys, *args: str) -> str:
-    """Run a command that must fail as a user error; return its one stderr line."""
-    code = main(list(args))
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.startswith("attnmt: error: ")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 class FakeStdin:

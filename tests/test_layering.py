@@ -33,6 +33,8 @@ ALLOWED = {
     "checkpoint": {"utils", "config", "model", "vocab", "tokenize"},
     "export": {"utils", "checkpoint", "decoder", "model"},
     "engine": {"utils", "decoder", "export"},
+    "ensemble": {"utils", "search", "tokenize"},
+    "average": {"utils", "checkpoint"},
     "train": {
         "utils",
         "config",
@@ -50,6 +52,7 @@ ALLOWED = {
     },
     "translate": {
         "engine",
+        "ensemble",
         "export",
         "utils",
         "config",
