@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,111 @@ def _speed_table(index: int) -> Callable[[dict], list[str]]:
     return render
 
 
+# The seed experiments (docs/results/seed-experiments.json, from `attnmt sweep report`): per point
+# of an experiment the mean ± standard deviation over its seeds, as the sweep report's tables give it.
+SEED_EXPERIMENTS = ("attention", "learning_rate", "hidden_size", "teacher_forcing", "rnn")
+_POINT_HEADERS = {
+    "attention": "attention",
+    "learning_rate": "lr",
+    "hidden_size": "hidden",
+    "teacher_forcing": "ratio",
+    "rnn": "rnn",
+}
+
+
+def _mean_sd(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def _points(results: dict, experiment: str) -> list[tuple[str, list[dict]]]:
+    """(label, the point's trials) of an experiment, in its order; the base's label says so."""
+    trials = {trial["name"]: trial for trial in results["trials"]}
+    rows = []
+    for point in results["experiments"][experiment]["points"]:
+        label = point["label"]
+        if experiment != "attention" and results["base"] in point["trials"]:
+            label += " (base)"
+        rows.append((label, [trials[name] for name in point["trials"]]))
+    return rows
+
+
+def _experiment_table(experiment: str) -> Callable[[dict], list[str]]:
+    """Valid/test BLEU, valid loss, training loss at the end and parameters of each point."""
+
+    def render(results: dict) -> list[str]:
+        header = [_POINT_HEADERS[experiment], "valid BLEU", "test BLEU", "valid loss", "train loss (end)", "parameters"]
+        body = []
+        for label, trials in _points(results, experiment):
+            figures = [_mean_sd([t[key] for t in trials]) for key in ("valid_bleu", "test_bleu")]
+            figures += [_mean_sd([t[key] for t in trials]) for key in ("valid_loss", "train_loss_end")]
+            parameters = sorted({t["parameters"] for t in trials})
+            body.append([label, *figures, "/".join(f"{p / 1e6:.2f}M" for p in parameters)])
+        return markdown_table(header, body)
+
+    return render
+
+
+def _steps_table(experiment: str) -> Callable[[dict], list[str]]:
+    """Validation BLEU at each validation step, the mean over a point's seeds."""
+
+    def render(results: dict) -> list[str]:
+        points = _points(results, experiment)
+        steps = sorted({v["step"] for _, trials in points for t in trials for v in t["validation"]})
+        body = []
+        for label, trials in points:
+            by_step = {
+                step: [v["valid_bleu"] for t in trials for v in t["validation"] if v["step"] == step] for step in steps
+            }
+            body.append([label, *(f"{statistics.mean(by_step[step]):.2f}" if by_step[step] else "-" for step in steps)])
+        return markdown_table([_POINT_HEADERS[experiment], *(f"{step:,}" for step in steps)], body)
+
+    return render
+
+
+def _length_table(experiment: str) -> Callable[[dict], list[str]]:
+    """Test BLEU by source length (mean over seeds), then each point's difference from the first."""
+
+    def render(results: dict) -> list[str]:
+        points = _points(results, experiment)
+        buckets = [(bucket, sentences) for bucket, sentences, _ in points[0][1][0]["test_by_length"]]
+        means = {
+            label: [statistics.mean(t["test_by_length"][i][2] for t in trials) for i in range(len(buckets))]
+            for label, trials in points
+        }
+        header = [_POINT_HEADERS[experiment]]
+        for bucket, sentences in buckets:  # "5-5" is the sources of 5 words
+            low, _, high = bucket.partition("-")
+            header.append(f"{low if low == high else bucket} ({sentences})")
+        body = [[label, *(f"{score:.2f}" for score in scores)] for label, scores in means.items()]
+        first = points[0][0]
+        for label, scores in list(means.items())[1:]:
+            body.append([f"{label} - {first}", *(f"{a - b:+.2f}" for a, b in zip(scores, means[first], strict=True))])
+        return markdown_table(header, body)
+
+    return render
+
+
+def _seed_trials_table(results: dict) -> list[str]:
+    """Every trial: † marks one that ran in more than one attempt (its minutes include the pause)."""
+    header = ["trial", "valid BLEU", "test BLEU", "valid loss", "train loss (end)", "train min", "tok/s", "params (M)"]
+    body = [
+        [
+            trial["name"] + (" †" if trial["attempts"] > 1 else ""),
+            f"{trial['valid_bleu']:.2f}",
+            f"{trial['test_bleu']:.2f}",
+            f"{trial['valid_loss']:.3f}",
+            f"{trial['train_loss_end']:.2f}",
+            f"{trial['train_seconds'] / 60:.1f}",
+            f"{trial['tokens_per_s']:,.0f}",
+            f"{trial['parameters'] / 1e6:.2f}",
+        ]
+        for trial in results["trials"]
+    ]
+    return markdown_table(header, body)
+
+
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "peers-speed": lambda results: markdown_table(*speed_rows(results)),
     "peers-quality": lambda results: markdown_table(*quality_rows(results)),
@@ -46,6 +152,10 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "serving": lambda results: markdown_table(*serving_rows(results)),
     "gpu": lambda results: markdown_table(*gpu_rows(results)),
     "speed-headlines": lambda results: [f"- {line}" for line in headlines(results)],
+    **{f"experiments-{name}": _experiment_table(name) for name in SEED_EXPERIMENTS},
+    **{f"experiments-{name}-steps": _steps_table(name) for name in SEED_EXPERIMENTS},
+    "experiments-attention-length": _length_table("attention"),
+    "experiments-trials": _seed_trials_table,
 }
 
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from benchmarks.quote import MARKER, ROOT, render, requote
+from benchmarks.quote import MARKER, RENDERERS, ROOT, render, requote
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\((?:\.\./)?((?:benchmarks|docs)/results/[\w.-]+\.json)\)")
@@ -57,3 +57,39 @@ def test_requote_replaces_a_stale_table_and_keeps_the_rest(tmp_path):
     fresh = requote(stale)
     assert fresh == f"# Title\n\n{marker}\n" + "\n".join(render(*marker.split()[2:4])) + "\n\nAfter.\n"
     assert requote(fresh) == fresh
+
+
+def test_the_experiments_page_quotes_its_tables():
+    """docs/experiments.md keeps its tables under markers, so the study's figures cannot drift."""
+    quoted = {
+        table for document, _, _, table in (param.values for param in _markers()) if document.name == "experiments.md"
+    }
+    assert {"experiments-attention", "experiments-attention-steps", "experiments-attention-length"} <= quoted
+    assert "experiments-trials" in quoted
+
+
+def test_an_experiment_table_gives_mean_and_sample_deviation_over_seeds():
+    def trial(name, bleu):
+        validation = [{"step": 300, "valid_bleu": bleu / 2, "valid_loss": 2.0}]
+        return {
+            "name": name,
+            "parameters": 2_560_000,
+            "valid_bleu": bleu,
+            "test_bleu": bleu - 1,
+            "valid_loss": 1.5,
+            "train_loss_end": 1.4,
+            "validation": validation,
+        }
+
+    results = {
+        "base": "base",
+        "experiments": {
+            "rnn": {"points": [{"label": "gru", "trials": ["base", "b2"]}, {"label": "lstm", "trials": ["l"]}]}
+        },
+        "trials": [trial("base", 40.0), trial("b2", 42.0), trial("l", 35.0)],
+    }
+    assert RENDERERS["experiments-rnn"](results)[2:] == [
+        "| gru (base) | 41.00 ± 1.41 | 40.00 ± 1.41 | 1.50 ± 0.00 | 1.40 ± 0.00 | 2.56M |",
+        "| lstm | 35.00 | 34.00 | 1.50 | 1.40 | 2.56M |",
+    ]
+    assert RENDERERS["experiments-rnn-steps"](results)[2:] == ["| gru (base) | 20.50 |", "| lstm | 17.50 |"]
