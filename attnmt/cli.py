@@ -11,6 +11,7 @@ import contextlib
 import json
 import shlex
 import sys
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -18,6 +19,8 @@ from typing import TextIO
 from rich.console import Console
 
 from attnmt.config import load_config
+from attnmt.quantize import BLEU_BOUND
+from attnmt.quantize import CHOICES as QUANTIZE_CHOICES
 from attnmt.tables import length_table, scores_table, stats_table
 from attnmt.utils import Interrupted, UserError, atomic_path, write_text_atomic
 
@@ -103,6 +106,13 @@ def _build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("onnx",), default="onnx", help="the only format: onnx")
     export.add_argument("--output", metavar="DIR", help="export directory (default: RUN_DIR/export-onnx)")
     export.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run")
+    export.add_argument(
+        "--quantize",
+        choices=QUANTIZE_CHOICES,
+        default="none",
+        help=f"int8: quantized graphs, kept only within {BLEU_BOUND} BLEU of float32 on the valid split",
+    )
+    export.add_argument("--data-dir", metavar="DIR", help="corpus folder for the int8 check's valid split")
     _add_sweep_parser(commands)
     _add_serve_parser(commands)
     return parser
@@ -124,6 +134,12 @@ def _add_model_arguments(parser: argparse.ArgumentParser, *, several: bool = Fal
         choices=("auto", "torch", "onnxruntime"),
         default="auto",
         help="what runs the model: auto (onnxruntime for an export, else torch), torch, onnxruntime",
+    )
+    parser.add_argument(
+        "--quantize",
+        choices=QUANTIZE_CHOICES,
+        default="none",
+        help="int8: dynamic int8 quantization of a run's weights (CPU; an export is quantized when made)",
     )
     parser.add_argument(
         "--beam", type=int, metavar="K", help="beam size (default: the run's decode.beam_size); 1 = greedy"
@@ -273,21 +289,20 @@ def _output_stream(path: str | None) -> Iterator[TextIO]:
 
 
 def _run_translate(args: argparse.Namespace) -> None:
-    from attnmt.export import is_export, temporary_export
+    from attnmt.export import is_export
     from attnmt.stream import ModelSource, StreamProgress, translate_windows
     from attnmt.textfiles import count_lines, prompt_lines
+    from attnmt.translate import temporary_export_of
 
     if args.workers < 1:
         raise UserError(f"--workers: expected at least 1 process, got {args.workers}")
     with contextlib.ExitStack() as stack:
-        paths = [args.run_dir, *args.ensemble]
-        if args.engine == "onnxruntime":  # export once, for every process
-            paths = [
-                path if is_export(path) else str(stack.enter_context(temporary_export(path, args.checkpoint)))
-                for path in paths
-            ]
+        paths, quantize = [args.run_dir, *args.ensemble], args.quantize
+        if args.engine == "onnxruntime" and not any(map(is_export, paths)):  # export once, for every process
+            exports = (temporary_export_of(path, args.checkpoint, quantize) for path in paths)
+            paths, quantize = [str(stack.enter_context(export)) for export in exports], "none"
         source = ModelSource(
-            paths[0], args.checkpoint, args.device, args.engine, tuple(paths[1:]), args.ensemble_attention
+            paths[0], args.checkpoint, args.device, args.engine, quantize, tuple(paths[1:]), args.ensemble_attention
         )
         translator = source.load()
         options = _search_options(args, translator)
@@ -350,6 +365,7 @@ def _evaluate_runs(args: argparse.Namespace, console: Console, bootstrap_samples
         which=args.checkpoint,
         device=args.device,
         engine=args.engine,
+        quantize=args.quantize,
         options_for=lambda translator: _chosen_search(args, translator, cache, announce),
         bootstrap_samples=bootstrap_samples,
         ensemble=args.ensemble,
@@ -425,7 +441,9 @@ def _plot_curves(args: argparse.Namespace) -> Path:
 def _plot_attention(args: argparse.Namespace) -> Path:
     from attnmt.translate import Translator, heatmap, heatmap_grid
 
-    translator = Translator.load(args.run_dir, which=args.checkpoint, device=args.device, engine=args.engine)
+    translator = Translator.load(
+        args.run_dir, which=args.checkpoint, device=args.device, engine=args.engine, quantize=args.quantize
+    )
     translations = translator.translate(args.sentences, _search_options(args, translator))
     if len(translations) == 1:
         return heatmap(translations[0], args.output, title=translations[0].text)
@@ -452,11 +470,34 @@ def _run_plot(args: argparse.Namespace, console: Console) -> None:
 
 
 def _run_export(args: argparse.Namespace, console: Console) -> None:
-    from attnmt.export import export_onnx
+    from attnmt.export import check_output, export_onnx, replace_export
+    from attnmt.quantize import quantize_export
+    from attnmt.translate import Translator, evaluate, split_examples
 
     output = Path(args.output) if args.output else Path(args.run_dir) / "export-onnx"
-    export_onnx(args.run_dir, output, which=args.checkpoint)
     hint = f"attnmt translate {shlex.quote(str(output))} SENTENCE"
+    if args.quantize == "none":
+        export_onnx(args.run_dir, output, which=args.checkpoint)
+        console.print(f"wrote {output}; translate with: {hint}", markup=False, soft_wrap=True)
+        return
+    check_output(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{output.name}.", dir=output.parent) as folder:
+        float32 = export_onnx(args.run_dir, Path(folder) / "float32", which=args.checkpoint)
+        int8 = quantize_export(float32, Path(folder) / "int8")
+        translators = [Translator.from_export(directory) for directory in (float32, int8)]
+        examples = split_examples(translators[0].config.data, "valid", data_dir=args.data_dir)
+        greedy = translators[0].search_options(beam_size=1)
+        float_bleu, int8_bleu = (evaluate(translator, examples, greedy).bleu.score for translator in translators)
+        scores = f"valid BLEU (greedy, {len(examples):,} sentences): float32 {float_bleu:.2f}, int8 {int8_bleu:.2f}"
+        if float_bleu - int8_bleu > BLEU_BOUND:
+            replace_export(float32, output)
+            raise UserError(
+                f"int8 loses {float_bleu - int8_bleu:.2f} BLEU, more than {BLEU_BOUND}: wrote the float32 "
+                f"export to {output} instead ({scores})"
+            )
+        replace_export(int8, output)
+    console.print(f"{scores}: int8 kept", markup=False, soft_wrap=True)
     console.print(f"wrote {output}; translate with: {hint}", markup=False, soft_wrap=True)
 
 

@@ -255,6 +255,12 @@ def _axes(*axes: int) -> dict:
     return {axis: torch.export.Dim.DYNAMIC for axis in axes}
 
 
+def check_output(output: Path) -> None:
+    """An export may replace an older export, never another folder."""
+    if output.exists() and not (output / MANIFEST).is_file() and any(output.iterdir()):
+        raise UserError(f"--output {output}: exists and is not an export; choose a new folder")
+
+
 def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") -> Path:
     """Export the `which` checkpoint of run `path` into directory `output`, written whole or not at all.
 
@@ -265,8 +271,7 @@ def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") ->
     trained = load_trained(path, which)
     model, config = trained.model.cpu().eval(), trained.config
     output = Path(output)
-    if output.exists() and not (output / MANIFEST).is_file() and any(output.iterdir()):
-        raise UserError(f"--output {output}: exists and is not an export; choose a new folder")
+    check_output(output)
     src = torch.randint(4, model.encoder.embedding.num_embeddings, (EXAMPLE_BATCH, EXAMPLE_SOURCE))
     lengths = torch.tensor([EXAMPLE_SOURCE, 3, EXAMPLE_SOURCE - 1, 1, 4])
     prev = torch.randint(4, model.decoder.embedding.num_embeddings, (EXAMPLE_BATCH,))
@@ -307,17 +312,23 @@ def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") ->
             },
             "state": list(present),
             "graphs": names,
-            "files": {file.name: _sha256(file) for file in sorted(staging.iterdir())},
+            "quantization": "none",
         }
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        _replace(staging, output)
+        write_manifest(staging, manifest)
+        replace_export(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return output
 
 
-def _replace(staging: Path, output: Path) -> None:
+def write_manifest(directory: Path, manifest: dict) -> None:
+    """Write `manifest` into `directory` with the sha256 of every other file there."""
+    files = {file.name: _sha256(file) for file in sorted(directory.iterdir()) if file.name != MANIFEST}
+    (directory / MANIFEST).write_text(json.dumps(manifest | {"files": files}, indent=2) + "\n", encoding="utf-8")
+
+
+def replace_export(staging: Path, output: Path) -> None:
     """Move the finished `staging` folder to `output`; an old export there goes only once the new one is in place."""
     if not output.exists():
         staging.rename(output)

@@ -37,16 +37,15 @@ class ModelSource:
     which: str = "best"
     device: str = "auto"
     engine: str = "auto"
+    quantize: str = "none"
     ensemble: tuple[str, ...] = ()  # further runs that decode with `path` as one ensemble
     attention: str | int = "mean"  # an ensemble's attention: the mean, or one member's
 
     def load(self) -> Translator:
+        where = {"which": self.which, "device": self.device, "engine": self.engine, "quantize": self.quantize}
         if not self.ensemble:
-            return Translator.load(self.path, which=self.which, device=self.device, engine=self.engine)
-        paths = [self.path, *self.ensemble]
-        return Translator.ensemble(
-            paths, which=self.which, device=self.device, engine=self.engine, attention=self.attention
-        )
+            return Translator.load(self.path, **where)
+        return Translator.ensemble([self.path, *self.ensemble], **where, attention=self.attention)
 
 
 def windows(lines: Iterable[str], size: int = WINDOW) -> Iterator[list[str]]:

@@ -8,9 +8,10 @@ and BLEU by source length. Reading the user's text files is `textfiles` (and `co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from attnmt.corpora import Example, load_corpus
 from attnmt.data import TextCodec
 from attnmt.engine import OnnxModel
 from attnmt.ensemble import Ensemble, check_compatible
-from attnmt.export import is_export, temporary_export
+from attnmt.export import is_export, read_export, temporary_export
 from attnmt.metrics import (
     DEFAULT_LENGTH_BUCKETS,
     BootstrapResult,
@@ -35,6 +36,8 @@ from attnmt.metrics import (
     tokenized_bleu,
 )
 from attnmt.plot import attention_grid, attention_heatmap, length_plot
+from attnmt.quantize import CHOICES as QUANTIZE_CHOICES
+from attnmt.quantize import quantize_export, quantize_model
 from attnmt.search import BeamStep, SearchOptions, StepModel, beam_search, decode_all
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError, choose_device, write_text_atomic
@@ -104,6 +107,13 @@ class Explanation:
     translation: Translation
 
 
+@contextlib.contextmanager
+def temporary_export_of(path: str | Path, which: str = "best", quantize: str = "none") -> Iterator[Path]:
+    """Run `path` exported into a temporary folder (quantized as asked), removed on leaving the block."""
+    with temporary_export(path, which) as export_dir:
+        yield export_dir if quantize == "none" else quantize_export(export_dir, export_dir.with_name(quantize))
+
+
 class Translator:
     """A trained model with its tokenizers, vocabularies and decoding defaults."""
 
@@ -130,22 +140,43 @@ class Translator:
         return cls(trained.model.to(device), codec, trained.config, device=device, checkpoint=trained.checkpoint)
 
     @classmethod
-    def load(cls, path: str | Path, *, which: str = "best", device: str = "auto", engine: str = "auto") -> Translator:
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        which: str = "best",
+        device: str = "auto",
+        engine: str = "auto",
+        quantize: str = "none",
+    ) -> Translator:
         """A run directory, a checkpoint folder or an ONNX export, run by `engine`: torch, onnxruntime,
         or auto (onnxruntime for an export, torch otherwise). A run asked for with onnxruntime is
-        exported first, into a temporary folder that is gone once its sessions are loaded."""
+        exported first, into a temporary folder that is gone once its sessions are loaded.
+        `quantize="int8"` quantizes a run's model dynamically (`quantize.py`), on the CPU; an
+        export is quantized when it is made."""
         if engine not in ENGINES:
             raise UserError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        if quantize not in QUANTIZE_CHOICES:
+            raise UserError(f"quantize {quantize!r}: expected one of {', '.join(QUANTIZE_CHOICES)}")
         exported = is_export(path)
         if engine == "torch" and exported:
             raise UserError(f"{path}: an ONNX export has no torch weights; run it with --engine onnxruntime")
+        if exported and quantize != "none" and read_export(path).manifest.get("quantization", "none") != quantize:
+            raise UserError(
+                f"{path}: not quantized to {quantize}; an export is quantized when it is made: "
+                f"attnmt export RUN_DIR --quantize {quantize}"
+            )
         if engine == "torch" or (engine == "auto" and not exported):
-            return cls.from_checkpoint(path, which=which, device=device)
+            if quantize == "none":
+                return cls.from_checkpoint(path, which=which, device=device)
+            translator = cls.from_checkpoint(path, which=which, device="cpu" if device == "auto" else device)
+            translator.model = quantize_model(translator.model)
+            return translator
         if device not in ("auto", "cpu"):
             raise UserError(f"device {device!r}: the onnxruntime engine runs on the CPU")
         if exported:
             return cls.from_export(path)
-        with temporary_export(path, which) as export_dir:
+        with temporary_export_of(path, which, quantize) as export_dir:
             translator = cls.from_export(export_dir)
         translator.checkpoint = resolve_checkpoint(path, which)
         return translator
@@ -167,6 +198,7 @@ class Translator:
         which: str = "best",
         device: str = "auto",
         engine: str = "auto",
+        quantize: str = "none",
         attention: str | int = "mean",
     ) -> Translator:
         """Runs (or checkpoints, or exports) that decode as one model, by the mean of their
@@ -175,7 +207,7 @@ class Translator:
         or the index of the member whose attention is shown."""
         if not paths:
             raise UserError("an ensemble needs at least one run")
-        members = [cls.load(path, which=which, device=device, engine=engine) for path in paths]
+        members = [cls.load(path, which=which, device=device, engine=engine, quantize=quantize) for path in paths]
         check_compatible([(str(path), member.codec) for path, member in zip(paths, members, strict=True)])
         first = members[0]
         model = Ensemble([member.model for member in members], attention=attention)
@@ -428,6 +460,7 @@ def evaluate_runs(
     which: str = "best",
     device: str = "auto",
     engine: str = "auto",
+    quantize: str = "none",
     options_for: Callable[[Translator], SearchOptions | Tuning] | None = None,
     bootstrap_samples: int = 1000,
     ensemble: bool = False,
@@ -449,9 +482,9 @@ def evaluate_runs(
     results = []
     for name, paths in systems:
         if ensemble:
-            translator = Translator.ensemble(paths, which=which, device=device, engine=engine)
+            translator = Translator.ensemble(paths, which=which, device=device, engine=engine, quantize=quantize)
         else:
-            translator = Translator.load(paths[0], which=which, device=device, engine=engine)
+            translator = Translator.load(paths[0], which=which, device=device, engine=engine, quantize=quantize)
         chosen = translator.search_options() if options_for is None else options_for(translator)
         tuning = chosen if isinstance(chosen, Tuning) else None
         options = tuning.options if tuning else chosen

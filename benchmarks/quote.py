@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.engines import engine_rows
 from benchmarks.gpu import gpu_rows
 from benchmarks.peers.report import quality_rows, speed_rows
 from benchmarks.report import headlines, markdown_table, tables
@@ -151,6 +152,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "speed-beam": _speed_table(2),
     "serving": lambda results: markdown_table(*serving_rows(results)),
     "gpu": lambda results: markdown_table(*gpu_rows(results)),
+    "engines": lambda results: markdown_table(*engine_rows(results)),
     "speed-headlines": lambda results: [f"- {line}" for line in headlines(results)],
     **{f"experiments-{name}": _experiment_table(name) for name in SEED_EXPERIMENTS},
     **{f"experiments-{name}-steps": _steps_table(name) for name in SEED_EXPERIMENTS},

@@ -227,3 +227,71 @@ def test_export_replaces_an_older_export_whole(exported, tmp_path):
     export_onnx(run_dir, copy, which="last")
     assert read_export(copy).manifest["checkpoint"] == load_trained(run_dir, "last").checkpoint.name
     assert sorted(p.name for p in copy.parent.iterdir()) == ["copy"]  # no staging or old folder left
+
+
+# --- int8 -------------------------------------------------------------------------------------
+
+
+def agreement(first, second) -> float:
+    return sum(a.tokens == b.tokens for a, b in zip(first, second, strict=True)) / len(first)
+
+
+def test_int8_translators_stay_close_to_float32(exported):
+    """Dynamic int8 changes the numbers a little, the translations of a trained model hardly:
+    torch's quantized layers and onnxruntime's quantized graphs alike."""
+    from torch import nn
+    from torch.ao.nn.quantized import dynamic
+
+    from attnmt.quantize import quantize_export
+    from attnmt.translate import split_examples
+
+    run_dir, export_dir = exported
+    float32 = Translator.load(run_dir)
+    sentences = [example.src for example in split_examples(float32.config.data, "test")]
+    reference = float32.translate(sentences, float32.search_options(beam_size=1))
+    by_torch = Translator.load(run_dir, quantize="int8")
+    assert isinstance(by_torch.model.encoder.rnn, dynamic.GRU)
+    linear = [module for module in by_torch.model.modules() if isinstance(module, (nn.Linear, dynamic.Linear))]
+    assert linear and all(isinstance(module, dynamic.Linear) for module in linear)
+    assert isinstance(by_torch.model.decoder.rnn, nn.GRU)  # read directly by the fused step: float32
+    int8_dir = quantize_export(export_dir, export_dir.parent / "reverse-int8")
+    assert read_export(int8_dir).manifest["quantization"] == "int8"
+    import onnx
+
+    for graph in ("encoder", "step"):
+        operators = {node.op_type for node in onnx.load(str(int8_dir / f"{graph}.onnx")).graph.node}
+        assert "DynamicQuantizeLinear" in operators, graph  # inputs quantized on the fly, weights stored int8
+    for translator in (by_torch, Translator.load(int8_dir)):
+        same = agreement(translator.translate(sentences, translator.search_options(beam_size=1)), reference)
+        assert same >= 0.9
+    with pytest.raises(UserError, match="already quantized"):
+        quantize_export(int8_dir, export_dir.parent / "twice")
+
+
+def test_export_int8_keeps_float32_when_int8_loses_too_much(exported, tmp_path, capsys, monkeypatch):
+    """The tiny run (32 units) loses over 2 BLEU to int8 on its valid split: float32 is kept."""
+    run_dir, _ = exported
+    refused = tmp_path / "refused"
+    line = error_line(capsys, ["export", str(run_dir), "--quantize", "int8", "--output", str(refused)])
+    assert "more than 0.3: wrote the float32 export" in line and "valid BLEU (greedy, 100 sentences)" in line
+    assert read_export(refused).manifest["quantization"] == "none"
+    monkeypatch.setattr("attnmt.cli.BLEU_BOUND", 100.0)  # any loss is now acceptable
+    kept = tmp_path / "int8"
+    assert main(["export", str(run_dir), "--quantize", "int8", "--output", str(kept)]) == 0
+    assert "int8 kept" in capsys.readouterr().out
+    assert read_export(kept).manifest["quantization"] == "int8"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
+
+
+def test_quantize_requests_that_cannot_be_met_are_one_line(exported, capsys):
+    run_dir, export_dir = exported
+    line = error_line(capsys, ["translate", str(export_dir), "--quantize", "int8", "a b"])
+    assert "not quantized to int8" in line and "attnmt export RUN_DIR --quantize int8" in line
+    assert "invalid choice" in main_usage_error(capsys, ["translate", str(run_dir), "--quantize", "int4", "a"])
+
+
+def main_usage_error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    return capsys.readouterr().err

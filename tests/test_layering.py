@@ -34,6 +34,7 @@ ALLOWED = {
     "export": {"utils", "checkpoint", "decoder", "model"},
     "engine": {"utils", "decoder", "export"},
     "ensemble": {"utils", "search", "tokenize"},
+    "quantize": {"utils", "export"},
     "average": {"utils", "checkpoint"},
     "train": {
         "utils",
@@ -53,6 +54,7 @@ ALLOWED = {
     "translate": {
         "engine",
         "ensemble",
+        "quantize",
         "export",
         "utils",
         "config",
@@ -104,6 +106,7 @@ NO_TORCH = (
     "sweep.spec",
     "sweep.run",
     "textfiles",
+    "quantize",
     "serve",
     "serve.schemas",
 )
