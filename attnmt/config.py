@@ -147,7 +147,10 @@ class DecodeConfig(_Section):
     length_penalty: float = Field(1.0, ge=0.0, description="GNMT alpha; 0 = raw log-probability")
     max_length_a: float = Field(1.5, ge=0.0, description="max output length = a * source length + b")
     max_length_b: int = Field(10, ge=1)
-    batch_size: int = Field(64, ge=1)
+    batch_size: int = Field(1024, ge=1, description="at most this many sentences per batch")
+    batch_tokens: int | None = Field(
+        8000, ge=1, description="at most this many padded source tokens per batch, each beam hypothesis counted"
+    )
 
 
 class Config(_Section):

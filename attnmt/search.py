@@ -14,6 +14,7 @@ every sentence is done. With K = 1 this is exactly greedy search.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
@@ -386,24 +387,47 @@ def _collect(finished: _Finished, src_lengths: torch.Tensor, n_best: int) -> lis
     return results
 
 
+def length_batches(
+    lengths: Sequence[int], max_sentences: int, max_tokens: int | None = None, rows: int = 1
+) -> list[range]:
+    """Consecutive positions of `lengths` (sorted ascending) cut into batches of at most
+    `max_sentences`, and with `max_tokens` at most that many padded tokens counted `rows` times
+    each; a sentence over the token budget alone still gets a batch of its own."""
+    assert all(a <= b for a, b in itertools.pairwise(lengths)), "lengths sorted ascending"
+    batches, start = [], 0
+    for position, length in enumerate(lengths):
+        size = position - start + 1  # the batch if this sentence joins it; its longest is this one
+        if size > max_sentences or (max_tokens is not None and size > 1 and size * length * rows > max_tokens):
+            batches.append(range(start, position))
+            start = position
+    if start < len(lengths):
+        batches.append(range(start, len(lengths)))
+    return batches
+
+
 def decode_all(
     model: StepModel,
     src_ids: Sequence[Sequence[int]],
     options: SearchOptions = GREEDY,
     *,
     batch_size: int = 64,
+    batch_tokens: int | None = None,
     device: torch.device | str = "cpu",
 ) -> list[list[Hypothesis]]:
     """Decode many id sequences in length-sorted batches; results come back in input order.
 
     Sorting by length keeps padding low; since results do not depend on the batch, the order
-    changes nothing but speed. Empty sources get one empty hypothesis without running the model.
-    Greedy search is used when the options ask for one hypothesis of a beam of one.
+    changes nothing but speed. A batch holds at most `batch_size` sentences and, with
+    `batch_tokens`, at most that many padded source tokens per hypothesis searched (a beam of K
+    counts each source K times), so short sentences go in larger batches than long ones.
+    Empty sources get one empty hypothesis without running the model. Greedy search is used
+    when the options ask for one hypothesis of a beam of one.
     """
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0, torch.zeros(0, 0))] for _ in src_ids]
     order = sorted((i for i, ids in enumerate(src_ids) if len(ids) > 0), key=lambda i: len(src_ids[i]))
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
+    rows = 1 if options.is_greedy else options.beam_size
+    for chunk in length_batches([len(src_ids[i]) for i in order], batch_size, batch_tokens, rows):
+        chunk = [order[position] for position in chunk]
         lengths = torch.tensor([len(src_ids[i]) for i in chunk], dtype=torch.long)
         src = torch.full((len(chunk), int(lengths.max())), PAD, dtype=torch.long)
         for row, i in enumerate(chunk):

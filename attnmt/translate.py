@@ -244,6 +244,7 @@ class Translator:
             [self.codec.src_vocab.encode(tokens) for tokens in source_tokens],
             options,
             batch_size=self.config.decode.batch_size,
+            batch_tokens=self.config.decode.batch_tokens,
             device=self.device,
         )
         results = []

@@ -37,15 +37,40 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 # Runs inside each measuring process, with PYTHONPATH at one version of the package. It uses only
 # what every version has: Translator.from_checkpoint and search.decode_all (whose settings were
 # keyword arguments before SearchOptions, with the same defaults).
+# A run trained by this checkout may carry config keys an older version rejects (every key is
+# written, defaults included): the worker loads it through a staged copy of the run directory
+# (in the work folder) whose config.yaml keeps only the keys its own version knows, the rest
+# linked unchanged.
 WORKER = r"""
-import json, sys, time
+import json, os, sys, tempfile, time
+from pathlib import Path
 import torch
+import yaml
 from attnmt import search
+from attnmt.config import Config
 from attnmt.translate import Translator
+
+def known(raw, section):
+    kept = {}
+    for key, value in raw.items():
+        if key in section.model_fields:
+            inner = section.model_fields[key].annotation
+            nested = isinstance(value, dict) and isinstance(inner, type) and hasattr(inner, "model_fields")
+            kept[key] = known(value, inner) if nested else value
+    return kept
 
 request = json.loads(open(sys.argv[1], encoding="utf-8").read())
 torch.set_num_threads(request["threads"])
-model = Translator.from_checkpoint(request["checkpoint"], device="cpu").model
+checkpoint = Path(request["checkpoint"])
+run = checkpoint.parent.parent
+staged = Path(tempfile.mkdtemp(prefix="run-", dir=Path(sys.argv[1]).parent)) / run.name
+staged.mkdir()
+for entry in run.iterdir():
+    if entry.name != "config.yaml":
+        os.symlink(entry.resolve(), staged / entry.name)
+raw = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
+(staged / "config.yaml").write_text(yaml.safe_dump(known(raw, Config)), encoding="utf-8")
+model = Translator.from_checkpoint(staged / checkpoint.parent.name / checkpoint.name, device="cpu").model
 sources, beam = request["sources"], request["beam"]
 if hasattr(search, "SearchOptions"):
     options = search.SearchOptions(beam_size=beam)

@@ -99,6 +99,7 @@ def benchmark(run_dir: Path, repeats: int, data_dir: str | None, console: Consol
         return {
             "checkpoint": str(first.checkpoint.relative_to(run_dir.parent)),
             "sentences": len(sentences),
+            "decode_batching": first.config.decode.model_dump(include={"batch_size", "batch_tokens"}),
             "bleu_signature": str(scores.bleu.signature),
             "modes": rows,
         }

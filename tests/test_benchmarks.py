@@ -11,7 +11,7 @@ from attnmt.config import DataConfig, ModelConfig, load_config
 from attnmt.data import build_data
 from attnmt.model import build_model
 from attnmt.utils import UserError
-from benchmarks import bentrevett, d2l, speed
+from benchmarks import bentrevett, d2l, large_file, speed
 from benchmarks.flops import flop_rates
 from benchmarks.report import print_report
 
@@ -257,3 +257,21 @@ def test_optimizer_benchmark_writes_its_raw_result(tmp_path, capsys):
     assert result["command"] == f"python -m benchmarks.optimizer --steps 2 --json {path}"
     assert len(result["fused_ms_per_step"]) == 2 and result["max_weight_difference"] < 1e-5
     assert result["machine"]["cpu"] and "fused" in capsys.readouterr().out
+
+
+def test_large_file_benchmark_streams_a_file_equal_to_one_call_with_a_progress_bar(reverse_run, tmp_path):
+    path = tmp_path / "large.json"
+    arguments = ["--checkpoint", str(reverse_run), "--lines", "300", "--workers", "1", "--json", str(path)]
+    assert large_file.main(arguments) == 0
+    result = json.loads(path.read_text())
+    assert [(run["input_lines"], run["lines"]) for run in result["runs"]] == [(30, 30), (300, 300)]
+    assert result["one_call"]["equal_lines_by_workers"] == {"1": 300}
+    assert all(run["peak_rss_mib"] > 50 for run in result["runs"])  # torch alone is larger than that
+    assert "300/300" in result["runs"][1]["progress_bar"]  # drawn on the pseudo-terminal, to the end
+    _, body = large_file.large_file_rows(result)
+    assert len(body) == 2 and body[1][-1] == "300/300" and body[0][-1] == ""
+
+
+def test_last_progress_reads_the_final_state_of_a_redrawn_bar():
+    drawn = b"\x1b[?25ltranslate \xe2\x94\x81 10/300 5 tok/s\r\x1b[2Ktranslate \xe2\x94\x81 300/300 9 tok/s\n\x1b[?25h"
+    assert large_file.last_progress(drawn) == "translate \u2501 300/300 9 tok/s"

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnmt.search import SearchOptions, beam_search, decode_all, greedy, length_penalty
+from attnmt.search import SearchOptions, beam_search, decode_all, greedy, length_batches, length_penalty
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS
 
@@ -228,13 +228,34 @@ def test_decode_all_returns_input_order_and_handles_empty_sources():
     src, lengths = random_batch(5, batch_size=9)
     id_lists = [src[i, : lengths[i]].tolist() for i in range(9)]
     id_lists.insert(4, [])
-    for beam_size in (1, 3):
-        together = decode_all(model, id_lists, SearchOptions(beam_size=beam_size), batch_size=4)
+    for beam_size, batch_tokens in itertools.product((1, 3), (None, 12)):
+        options = SearchOptions(beam_size=beam_size)
+        together = decode_all(model, id_lists, options, batch_size=4, batch_tokens=batch_tokens)
         assert together[4][0].tokens == [] and len(together) == 10
         for ids, hypotheses in zip(id_lists, together, strict=True):
             if ids:
-                alone = decode_all(model, [ids], SearchOptions(beam_size=beam_size), batch_size=1)[0]
+                alone = decode_all(model, [ids], options, batch_size=1)[0]
                 assert [h.tokens for h in alone] == [h.tokens for h in hypotheses]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 30), max_size=40).map(sorted),
+    max_sentences=st.integers(1, 8),
+    max_tokens=st.none() | st.integers(1, 120),
+    rows=st.integers(1, 5),
+)
+def test_length_batches_cover_in_order_within_both_budgets_and_fill_each(lengths, max_sentences, max_tokens, rows):
+    batches = length_batches(lengths, max_sentences, max_tokens, rows)
+    assert [position for batch in batches for position in batch] == list(range(len(lengths)))
+
+    def fits(batch) -> bool:  # a lone sentence always fits: it cannot be split
+        padded = len(batch) * max(lengths[p] for p in batch) * rows
+        return len(batch) <= max_sentences and (max_tokens is None or len(batch) == 1 or padded <= max_tokens)
+
+    assert all(len(batch) > 0 and fits(batch) for batch in batches)
+    for batch in batches[:-1]:  # a batch is cut only when the next sentence would not fit
+        assert not fits(range(batch.start, batch.stop + 1))
 
 
 def test_pad_and_bos_are_never_generated():
