@@ -1,16 +1,17 @@
 """A/B of a change to decoding: this checkout's attnmt against the whole package at a git revision.
 
     python -m benchmarks.ab_search --checkpoint RUN_DIR --against REV [--repeats 5] [--sentences 1000]
-                                   [--beam 5] [--json OUT]
+                                   [--beam 5] [--batch-tokens N] [--json OUT]
 
 The package as it was at REV is exported with `git archive` into a temporary folder. Each
 measurement runs in a process of its own whose `attnmt` is one of the two versions: it loads
 the run's best checkpoint with that version's code (model, decoder and search alike) and
 decodes the same test sources (token ids made once, by this checkout) with `search.decode_all`,
-batches of 64, after one untimed batch; only the decoding is timed. The versions alternate
-(A B A B ...), so that the machine's drift from minute to minute falls on both alike. Reported
-per mode (greedy, beam): the median seconds of each version, their ratio, and whether the
-outputs (tokens of every best hypothesis) are identical.
+in batches of 64 sentences (or, with --batch-tokens, of at most that many padded source tokens
+per hypothesis, for versions that have token budgets), after one untimed batch; only the
+decoding is timed. The versions alternate (A B A B ...), so that the machine's drift from minute
+to minute falls on both alike. Reported per mode (greedy, beam): the median seconds of each
+version, their ratio, and whether the outputs (tokens of every best hypothesis) are identical.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 import torch
 
 from attnmt.checkpoint import resolve_checkpoint
+from attnmt.config import DecodeConfig
 from attnmt.translate import Translator, split_examples
 from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, positive_int, rotated, write_results
@@ -74,7 +76,10 @@ model = Translator.from_checkpoint(staged / checkpoint.parent.name / checkpoint.
 sources, beam = request["sources"], request["beam"]
 if hasattr(search, "SearchOptions"):
     options = search.SearchOptions(beam_size=beam)
-    decode = lambda ids: search.decode_all(model, ids, options, batch_size=64)
+    batching = {"batch_size": request["batch_size"]}
+    if request["batch_tokens"] is not None:
+        batching["batch_tokens"] = request["batch_tokens"]
+    decode = lambda ids: search.decode_all(model, ids, options, **batching)
 else:
     decode = lambda ids: search.decode_all(model, ids, batch_size=64, beam_size=beam)
 with torch.inference_mode():
@@ -118,11 +123,21 @@ def measure(root: Path, request: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def compare(checkpoint: Path, sources: list[list[int]], roots: dict[str, Path], beam: int, repeats: int, work: Path):
+def compare(
+    checkpoint: Path,
+    sources: list[list[int]],
+    roots: dict[str, Path],
+    beam: int,
+    repeats: int,
+    work: Path,
+    batch_tokens: int | None = None,
+):
     """Alternating measurements of each version; (seconds per version, tokens per version)."""
     request = work / f"request-beam{beam}.json"
     threads = torch.get_num_threads()
     payload = {"checkpoint": str(checkpoint), "sources": sources, "beam": beam, "threads": threads}
+    # a token budget lets batches grow past 64 sentences, up to the default cap of decode.batch_size
+    payload |= {"batch_size": 64 if batch_tokens is None else DecodeConfig().batch_size, "batch_tokens": batch_tokens}
     request.write_text(json.dumps(payload), encoding="utf-8")
     seconds: dict[str, list[float]] = {name: [] for name in roots}
     tokens: dict[str, list] = {}
@@ -141,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--sentences", type=positive_int, default=1000, help="test sources decoded per measurement")
     parser.add_argument("--beam", type=positive_int, default=5)
+    parser.add_argument("--batch-tokens", type=positive_int, default=None, help="decode in token-budget batches")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ab_search_") as folder:
@@ -155,11 +171,18 @@ def main(argv: list[str] | None = None) -> int:
             machine = describe_machine(torch.device("cpu"))
             cpu = f"{machine['cpu']}, {machine['cores']} cores"
             print(f"machine: {cpu}; torch {machine['torch']}, {machine['threads']} threads")
-            batches = f"{len(sources):,} test sources, batches of 64; {args.repeats} alternating repeats"
+            shape = "64 sentences" if args.batch_tokens is None else f"at most {args.batch_tokens:,} tokens"
+            batches = f"{len(sources):,} test sources, batches of {shape}; {args.repeats} alternating repeats"
             print(f"model: {checkpoint}; {batches}")
-            results = {"machine": machine, "model": str(checkpoint), "sentences": len(sources), "modes": {}}
+            results = {
+                "machine": machine,
+                "model": str(checkpoint),
+                "sentences": len(sources),
+                "batch_tokens": args.batch_tokens,
+            }
+            results["modes"] = {}
             for mode, beam in (("greedy", 1), (f"beam {args.beam}", args.beam)):
-                seconds, tokens = compare(checkpoint, sources, roots, beam, args.repeats, work)
+                seconds, tokens = compare(checkpoint, sources, roots, beam, args.repeats, work, args.batch_tokens)
                 new, old = (statistics.median(seconds[name]) for name in roots)
                 same = tokens["this checkout"] == tokens[args.against]
                 results["modes"][mode] = {"seconds": seconds, "speedup": old / new, "outputs_identical": same}

@@ -7,7 +7,8 @@ over decoding a test set with a trained run.
 The training steps are the benchmark's own (`speed.training_step`, same batches), after two
 warm-up steps; printed: the time per phase (data, forward, backward, optimizer: the step's
 labelled regions) and torch's operator table sorted by self CPU time. `--decode` profiles
-`attnmt.search.decode_all` on the run's test split (batches of 64, after one untimed batch).
+`attnmt.search.decode_all` on the run's test split (in the batches its `decode` config sets, as
+`attnmt translate` does, after one untimed batch of 64).
 """
 
 from __future__ import annotations
@@ -56,10 +57,11 @@ def profile_decoding(run_dir: str, beam_size: int, device: torch.device, data_di
     _, config, codec, model = load_trained(run_dir)
     model = model.to(device)
     sources = [codec.encode_source(example.src) for example in split_examples(config.data, "test", data_dir=data_dir)]
+    batching = {"batch_size": config.decode.batch_size, "batch_tokens": config.decode.batch_tokens}
     with torch.inference_mode():
-        decode_all(model, sources[:64], SearchOptions(beam_size=beam_size), device=device)
+        decode_all(model, sources[:64], SearchOptions(beam_size=beam_size), device=device, **batching)
         with profile(activities=_activities(device), record_shapes=shapes) as profiler:
-            decode_all(model, sources, SearchOptions(beam_size=beam_size), device=device)
+            decode_all(model, sources, SearchOptions(beam_size=beam_size), device=device, **batching)
     return profiler, len(codec.tgt_vocab)
 
 
