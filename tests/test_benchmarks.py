@@ -11,7 +11,7 @@ from attnmt.config import DataConfig, ModelConfig, load_config
 from attnmt.data import build_data
 from attnmt.model import build_model
 from attnmt.utils import UserError
-from benchmarks import bentrevett, d2l, large_file, speed
+from benchmarks import bentrevett, d2l, large_file, multi30k_table, speed
 from benchmarks.flops import flop_rates
 from benchmarks.report import print_report
 
@@ -275,3 +275,54 @@ def test_large_file_benchmark_streams_a_file_equal_to_one_call_with_a_progress_b
 def test_last_progress_reads_the_final_state_of_a_redrawn_bar():
     drawn = b"\x1b[?25ltranslate \xe2\x94\x81 10/300 5 tok/s\r\x1b[2Ktranslate \xe2\x94\x81 300/300 9 tok/s\n\x1b[?25h"
     assert large_file.last_progress(drawn) == "translate \u2501 300/300 9 tok/s"
+
+
+def _evaluation(command: str, records: list[dict]) -> dict:
+    figures = {"bleu": 30.0, "chrf": 55.0, "tokenized_bleu": 31.0, "bleu_signature": "sig", "bleu_by_length": []}
+    search = {"beam_size": 5, "length_penalty": 1.0}
+    training = {"step": 900, "valid_score": 30.0, "minutes": 9.0, "run_steps": 1000, "run_minutes": 10.0}
+    return {
+        "command": command,
+        "machine": {"cpu": "test cpu"},
+        "runs": [{**figures, "search": search, "training": training, **record} for record in records],
+    }
+
+
+def test_multi30k_table_collects_each_system_and_names_no_machine_folder(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data"
+    folder = tmp_path / "runs" / "evaluation"
+    single = _evaluation(
+        f"attnmt evaluate r-s1 r-s1/checkpoints/averaged --src {data}/multi30k/test_2017_flickr.en.gz",
+        [{"checkpoint": "r/en-fr-s1/checkpoints/step-0000900"}, {"checkpoint": "r/en-fr-s1/checkpoints/averaged"}],
+    )
+    members = [f"r/en-fr-s{seed}/checkpoints/averaged" for seed in (1, 2)]
+    ensemble = _evaluation("attnmt evaluate --ensemble", [{"checkpoint": members[0], "members": members}])
+    for name, evaluation in [
+        ("multi30k-en-fr-test2017-single", single),
+        ("multi30k-en-fr-test2016-ensemble", ensemble),
+    ]:
+        (folder / name).mkdir(parents=True)
+        (folder / name / "evaluation.json").write_text(json.dumps(evaluation), encoding="utf-8")
+    (folder / "an-unrelated-folder").mkdir()
+    monkeypatch.setenv("ATTNMT_DATA", str(data))
+    out = tmp_path / "table.json"
+
+    assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(out)]) == 0
+    results = json.loads(out.read_text(encoding="utf-8"))
+    models = [(e["direction"], e["test_set"], e["model"]) for e in results["entries"]]
+    assert models == [
+        ("en-fr", "test2016 flickr", "ensemble of 2, averaged"),
+        ("en-fr", "test2017 flickr", "single, seed 1"),
+        ("en-fr", "test2017 flickr", "averaged, seed 1"),
+    ]
+    assert str(data) not in out.read_text(encoding="utf-8")
+    assert "--src $ATTNMT_DATA/multi30k/test_2017_flickr.en.gz" in results["entries"][1]["command"]
+    header, body = multi30k_table.table_rows(results)
+    assert len(body) == 3 and all(len(row) == len(header) for row in body)
+    assert body[1][3:] == ["31.00", "30.00", "55.00", "beam 5, lp 1", "step 900 of 1,000 updates, 10 min"]
+    assert "| ensemble of 2, averaged |" in capsys.readouterr().out
+
+
+def test_multi30k_table_without_evaluations_is_one_line_and_exit_2(tmp_path, capsys):
+    assert multi30k_table.main([str(tmp_path), "--json", str(tmp_path / "table.json")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "table.json").exists()

@@ -101,6 +101,15 @@ def test_rerunning_a_finished_sweep_trains_nothing(grid_2x2):
     assert said == [] and len(trials(spec)) == 4
 
 
+STUDIES = sorted((Path(__file__).parent.parent / "studies").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=[p.name for p in STUDIES])
+def test_every_shipped_study_validates(path):
+    plan = load_plan(path)
+    assert plan.grid and all(trial.config.train.max_minutes is None for trial in plan.grid)
+
+
 def test_a_point_shared_by_experiments_is_one_trial(tmp_path):
     spec = write_sweep(
         tmp_path,

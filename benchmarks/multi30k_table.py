@@ -1,0 +1,125 @@
+"""The Multi30k results table, collected from the evaluations `scripts/multi30k-table.sh` writes.
+
+    python -m benchmarks.multi30k_table runs/table [--json docs/results/multi30k-table.json]
+
+Reads every RUNS/evaluation/CONFIG-TEST-KIND/evaluation.json (TEST: test2016 or test2017; KIND:
+single, which scores each run and its averaged checkpoint, or ensemble, ensemble-averaged) and
+writes one file: per scored system the direction, test set, model (single, averaged, ensemble),
+tokenized-lowercased BLEU (the papers' metric), sacreBLEU's BLEU with its signature, chrF, the
+search, how long the scored weights were trained, and the command of the evaluation. The data
+folder in paths is written as $ATTNMT_DATA, so the file names no machine's folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+from attnmt.config import load_config
+from benchmarks.measure import write_results
+from benchmarks.report import markdown_table
+
+DEFAULT_JSON = Path("docs/results/multi30k-table.json")
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = re.compile(r"(?P<config>.+)-(?P<test>test2016|test2017)-(?P<kind>single|ensemble|ensemble-averaged)")
+TEST_SETS = {"test2016": "test2016 flickr", "test2017": "test2017 flickr"}
+
+
+def _portable(value, data_dirs: list[str]):
+    """`value` with the data folder's paths replaced by $ATTNMT_DATA (strings, lists, mappings)."""
+    if isinstance(value, str):
+        for data_dir in data_dirs:
+            value = value.replace(data_dir, "$ATTNMT_DATA")
+        return value
+    if isinstance(value, list):
+        return [_portable(item, data_dirs) for item in value]
+    if isinstance(value, dict):
+        return {key: _portable(item, data_dirs) for key, item in value.items()}
+    return value
+
+
+def _model(record: dict) -> str:
+    """What was scored: a single run (its seed), its averaged checkpoint, or an ensemble."""
+    if record.get("members"):
+        averaged = all(Path(member).name == "averaged" for member in record["members"])
+        return f"ensemble of {len(record['members'])}" + (", averaged" if averaged else "")
+    seed = re.search(r"-s(\d+)$", Path(record["checkpoint"]).parents[1].name)
+    label = "averaged" if Path(record["checkpoint"]).name == "averaged" else "single"
+    return f"{label}, seed {seed[1]}" if seed else label
+
+
+def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
+    """One entry per scored system, by evaluation folder name, then in the evaluation's order;
+    `data_dirs`: the data folder as the commands may name it (as given, resolved)."""
+    entries = []
+    for path in sorted((runs_dir / "evaluation").glob("*/evaluation.json")):
+        match = FOLDER.fullmatch(path.parent.name)
+        if match is None:
+            continue
+        data = load_config(ROOT / "configs" / f"{match['config']}.yaml").data
+        evaluation = json.loads(path.read_text(encoding="utf-8"))
+        for record in evaluation["runs"]:
+            entries.append(
+                {
+                    "config": f"configs/{match['config']}.yaml",
+                    "direction": f"{data.src_lang}-{data.tgt_lang}",
+                    "test_set": TEST_SETS[match["test"]],
+                    "model": _model(record),
+                    "command": _portable(evaluation["command"], data_dirs),
+                    "machine": evaluation["machine"],
+                    **_portable({key: value for key, value in record.items() if key != "bleu_by_length"}, data_dirs),
+                }
+            )
+    return entries
+
+
+def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """The Markdown table: one row per scored system."""
+    header = ["direction", "test set", "model", "BLEU tok-lc", "sacreBLEU", "chrF", "search", "trained"]
+    body = []
+    for entry in results["entries"]:
+        search, training = entry["search"], entry["training"]
+        beam = "greedy" if search["beam_size"] == 1 else f"beam {search['beam_size']}"
+        trained = f"{training['run_steps']:,} updates, {training['run_minutes']:.0f} min"
+        if entry["model"].startswith("single"):  # the checkpoint with the best validation BLEU
+            trained = f"step {training['step']:,} of {trained}"
+        elif entry.get("members"):
+            trained = "the single models' runs"
+        body.append(
+            [
+                entry["direction"],
+                entry["test_set"],
+                entry["model"],
+                f"{entry['tokenized_bleu']:.2f}",
+                f"{entry['bleu']:.2f}",
+                f"{entry['chrf']:.2f}",
+                f"{beam}, lp {search['length_penalty']:g}",
+                trained,
+            ]
+        )
+    return header, body
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.multi30k_table", description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs_dir", type=Path, help="the folder scripts/multi30k-table.sh trained and evaluated in")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    args = parser.parse_args(argv)
+    data_dir = os.environ.get("ATTNMT_DATA")
+    entries = collect(args.runs_dir, [data_dir.rstrip("/"), str(Path(data_dir).resolve())] if data_dir else [])
+    if not entries:
+        print(f"{args.runs_dir}/evaluation: no evaluation.json under CONFIG-TEST-KIND folders", file=sys.stderr)
+        return 2
+    machines = {json.dumps(entry["machine"], sort_keys=True) for entry in entries}
+    results = {"machine": entries[0]["machine"], "same_machine": len(machines) == 1, "entries": entries}
+    write_results(args.json, results, "benchmarks.multi30k_table", argv)
+    print("\n".join(markdown_table(*table_rows(results))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
