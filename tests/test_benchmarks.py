@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from attnmt.config import DataConfig, ModelConfig, load_config
 from attnmt.data import build_data
 from attnmt.model import build_model
 from attnmt.utils import UserError
-from benchmarks import bentrevett, d2l, large_file, multi30k_table, speed
+from benchmarks import attention_focus, bentrevett, d2l, large_file, multi30k_table, speed
 from benchmarks.flops import flop_rates
 from benchmarks.report import print_report
 
@@ -319,10 +320,27 @@ def test_multi30k_table_collects_each_system_and_names_no_machine_folder(tmp_pat
     assert "--src $ATTNMT_DATA/multi30k/test_2017_flickr.en.gz" in results["entries"][1]["command"]
     header, body = multi30k_table.table_rows(results)
     assert len(body) == 3 and all(len(row) == len(header) for row in body)
-    assert body[1][3:] == ["31.00", "30.00", "55.00", "beam 5, lp 1", "step 900 of 1,000 updates, 10 min"]
+    assert body[1][1] == "Bahdanau, additive"
+    assert body[1][4:] == ["31.00", "30.00", "55.00", "beam 5, lp 1", "step 900 of 1,000 updates, 10 min"]
     assert "| ensemble of 2, averaged |" in capsys.readouterr().out
 
 
 def test_multi30k_table_without_evaluations_is_one_line_and_exit_2(tmp_path, capsys):
     assert multi30k_table.main([str(tmp_path), "--json", str(tmp_path / "table.json")]) == 2
     assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "table.json").exists()
+
+
+def test_attention_focus_measures_the_weight_on_the_first_source_position():
+    rows = [torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[0.5, 0.25, 0.25]]), torch.empty(0, 0)]
+
+    class Stub:
+        def translate(self, sentences):
+            return [SimpleNamespace(attention=attention) for attention in rows]
+
+    focus = attention_focus.first_position_focus(Stub(), ["a", "b", "c"])
+    assert focus == {
+        "steps": 3,
+        "mean_weight_first": round(1.5 / 3, 4),
+        "share_argmax_first": round(2 / 3, 4),
+        "uniform_weight": round((0.5 + 0.5 + 1 / 3) / 3, 4),
+    }

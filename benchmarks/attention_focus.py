@@ -1,0 +1,68 @@
+"""Where trained models attend: the share of attention on each run's first source position.
+
+    python -m benchmarks.attention_focus RUN_DIR [RUN_DIR ...] [--sentences 200] [--json FILE]
+
+Each run greedily translates the first N sentences of its validation split; over every output
+step (the </s> step included) it reports the mean attention weight on source position 0 and how
+often position 0 gets the largest weight. A model whose attention has collapsed onto the first
+token (whose backward encoder state summarizes the whole sentence) shows a share near 1; a model
+that aligns shows about 1 / source length.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from attnmt.translate import Translator, split_examples
+from benchmarks.measure import describe_machine, positive_int, write_results
+from benchmarks.report import markdown_table
+
+
+def first_position_focus(translator: Translator, sentences: list[str]) -> dict:
+    """Mean weight on source position 0 and the share of steps whose argmax is position 0."""
+    rows = [t.attention for t in translator.translate(sentences) if t.attention.numel()]  # each (T+1, S)
+    weight = torch.cat([attention[:, 0] for attention in rows])
+    argmax = torch.cat([attention.argmax(dim=1) == 0 for attention in rows]).float()
+    uniform = torch.cat([attention.new_full((attention.shape[0],), 1 / attention.shape[1]) for attention in rows])
+    return {
+        "steps": len(weight),
+        "mean_weight_first": round(weight.mean().item(), 4),
+        "share_argmax_first": round(argmax.mean().item(), 4),
+        "uniform_weight": round(uniform.mean().item(), 4),  # what spreading evenly would give
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.attention_focus", description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories (their best checkpoint)")
+    parser.add_argument("--sentences", type=positive_int, default=200, help="first N validation sentences")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    results = []
+    for run in args.runs:
+        translator = Translator.from_checkpoint(run, device="cpu")
+        sentences = [example.src for example in split_examples(translator.config.data, "valid")[: args.sentences]]
+        model = translator.config.model
+        results.append(
+            {"run": run.name, "init": model.init, "decoder": model.decoder, "attention": model.attention}
+            | {"sentences": len(sentences)}
+            | first_position_focus(translator, sentences)
+        )
+    header = ["run", "init", "decoder", "score", "steps", "mean weight on position 0", "argmax at 0", "1 / length"]
+    body = [
+        [r["run"], r["init"], r["decoder"], r["attention"], f"{r['steps']:,}"]
+        + [f"{r[key]:.3f}" for key in ("mean_weight_first", "share_argmax_first", "uniform_weight")]
+        for r in results
+    ]
+    print("\n".join(markdown_table(header, body)))
+    if args.json:
+        machine = describe_machine(torch.device("cpu"))
+        write_results(args.json, {"machine": machine, "runs": results}, "benchmarks.attention_focus", argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
