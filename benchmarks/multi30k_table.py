@@ -4,9 +4,10 @@
 
 Reads every RUNS/evaluation/CONFIG-TEST-KIND/evaluation.json (TEST: test2016 or test2017; KIND:
 single, which scores each run and its averaged checkpoint, or ensemble, ensemble-averaged) and
-writes one file: per scored system the direction, test set, model (single, averaged, ensemble),
-tokenized-lowercased BLEU (the papers' metric), sacreBLEU's BLEU with its signature, chrF, the
-search, how long the scored weights were trained, and the command of the evaluation. The data
+writes one file: per scored system the direction, decoder and score, test set, model (single,
+averaged, ensemble), tokenized-lowercased BLEU (the papers' metric), sacreBLEU's BLEU with its
+signature, chrF, the search, how long the scored weights were trained, and the command of the
+evaluation. The data
 folder in paths is written as $ATTNMT_DATA, so the file names no machine's folders.
 """
 
@@ -60,13 +61,15 @@ def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
         match = FOLDER.fullmatch(path.parent.name)
         if match is None:
             continue
-        data = load_config(ROOT / "configs" / f"{match['config']}.yaml").data
+        config = load_config(ROOT / "configs" / f"{match['config']}.yaml")
+        data, model = config.data, config.model
         evaluation = json.loads(path.read_text(encoding="utf-8"))
         for record in evaluation["runs"]:
             entries.append(
                 {
                     "config": f"configs/{match['config']}.yaml",
                     "direction": f"{data.src_lang}-{data.tgt_lang}",
+                    "decoder": f"{model.decoder.capitalize()}, {model.attention}",
                     "test_set": TEST_SETS[match["test"]],
                     "model": _model(record),
                     "command": _portable(evaluation["command"], data_dirs),
@@ -79,7 +82,7 @@ def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
 
 def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     """The Markdown table: one row per scored system."""
-    header = ["direction", "test set", "model", "BLEU tok-lc", "sacreBLEU", "chrF", "search", "trained"]
+    header = ["direction", "decoder", "test set", "model", "BLEU tok-lc", "sacreBLEU", "chrF", "search", "trained"]
     body = []
     for entry in results["entries"]:
         search, training = entry["search"], entry["training"]
@@ -92,6 +95,7 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
         body.append(
             [
                 entry["direction"],
+                entry["decoder"],
                 entry["test_set"],
                 entry["model"],
                 f"{entry['tokenized_bleu']:.2f}",
