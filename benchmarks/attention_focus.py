@@ -12,11 +12,13 @@ that aligns shows about 1 / source length.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import torch
 
 from attnmt.translate import Translator, split_examples
+from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, positive_int, write_results
 from benchmarks.report import markdown_table
 
@@ -24,14 +26,17 @@ from benchmarks.report import markdown_table
 def first_position_focus(translator: Translator, sentences: list[str]) -> dict:
     """Mean weight on source position 0 and the share of steps whose argmax is position 0."""
     rows = [t.attention for t in translator.translate(sentences) if t.attention.numel()]  # each (T+1, S)
+    if not rows:
+        raise UserError("no sentence has a non-empty translation to measure attention on")
     weight = torch.cat([attention[:, 0] for attention in rows])
     argmax = torch.cat([attention.argmax(dim=1) == 0 for attention in rows]).float()
-    uniform = torch.cat([attention.new_full((attention.shape[0],), 1 / attention.shape[1]) for attention in rows])
+    steps = len(weight)
     return {
-        "steps": len(weight),
+        "steps": steps,
         "mean_weight_first": round(weight.mean().item(), 4),
         "share_argmax_first": round(argmax.mean().item(), 4),
-        "uniform_weight": round(uniform.mean().item(), 4),  # what spreading evenly would give
+        # what spreading each step evenly over its source would give
+        "uniform_weight": round(sum(a.shape[0] / a.shape[1] for a in rows) / steps, 4),
     }
 
 
@@ -42,15 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     results = []
-    for run in args.runs:
-        translator = Translator.from_checkpoint(run, device="cpu")
-        sentences = [example.src for example in split_examples(translator.config.data, "valid")[: args.sentences]]
-        model = translator.config.model
-        results.append(
-            {"run": run.name, "init": model.init, "decoder": model.decoder, "attention": model.attention}
-            | {"sentences": len(sentences)}
-            | first_position_focus(translator, sentences)
-        )
+    try:
+        for run in args.runs:
+            translator = Translator.from_checkpoint(run, device="cpu")
+            sentences = [example.src for example in split_examples(translator.config.data, "valid")[: args.sentences]]
+            model = translator.config.model
+            results.append(
+                {"run": run.name, "init": model.init, "decoder": model.decoder, "attention": model.attention}
+                | {"sentences": len(sentences)}
+                | first_position_focus(translator, sentences)
+            )
+    except UserError as error:  # a folder that is not a run, a corpus that cannot be read
+        print(f"benchmarks.attention_focus: error: {error}", file=sys.stderr)
+        return 2
     header = ["run", "init", "decoder", "score", "steps", "mean weight on position 0", "argmax at 0", "1 / length"]
     body = [
         [r["run"], r["init"], r["decoder"], r["attention"], f"{r['steps']:,}"]

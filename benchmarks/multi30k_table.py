@@ -7,8 +7,8 @@ single, which scores each run and its averaged checkpoint, or ensemble, ensemble
 writes one file: per scored system the direction, decoder and score, test set, model (single,
 averaged, ensemble), tokenized-lowercased BLEU (the papers' metric), sacreBLEU's BLEU with its
 signature, chrF, the search, how long the scored weights were trained, and the command of the
-evaluation. The data
-folder in paths is written as $ATTNMT_DATA, so the file names no machine's folders.
+evaluation. The data folder in paths is written as $ATTNMT_DATA, so the file names no machine's
+folders.
 """
 
 from __future__ import annotations

@@ -344,3 +344,17 @@ def test_attention_focus_measures_the_weight_on_the_first_source_position():
         "share_argmax_first": round(2 / 3, 4),
         "uniform_weight": round((0.5 + 0.5 + 1 / 3) / 3, 4),
     }
+
+
+def test_attention_focus_on_a_folder_that_is_no_run_is_one_line_and_exit_2(tmp_path, capsys):
+    assert attention_focus.main([str(tmp_path / "no-run")]) == 2
+    assert capsys.readouterr().err.startswith("benchmarks.attention_focus: error: ")
+
+
+def test_attention_focus_without_any_translation_is_a_clear_error():
+    class Stub:
+        def translate(self, sentences):
+            return [SimpleNamespace(attention=torch.empty(0, 0))]
+
+    with pytest.raises(UserError, match="no sentence"):
+        attention_focus.first_position_focus(Stub(), [""])
