@@ -2,19 +2,22 @@
 over decoding a test set with a trained run.
 
     python -m benchmarks.profiling [--config joey] [--model attnmt] [--steps 5] [--threads N]
-    python -m benchmarks.profiling --decode RUN_DIR [--beam 5]
+    python -m benchmarks.profiling --decode RUN_DIR [--beam 5] [--repeats 3 --json FILE]
 
 The training steps are the benchmark's own (`speed.training_step`, same batches), after two
 warm-up steps; printed: the time per phase (data, forward, backward, optimizer: the step's
 labelled regions) and torch's operator table sorted by self CPU time. `--decode` profiles
 `attnmt.search.decode_all` on the run's test split (in the batches its `decode` config sets, as
-`attnmt translate` does, after one untimed batch of 64).
+`attnmt translate` does, after one untimed batch of 64). `--json FILE` writes each operator's
+share of the self CPU time (median and range over `--repeats` profiled passes) and the matrix
+products' share together: the raw result behind the profile figures in the docs.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -22,12 +25,14 @@ from torch.profiler import ProfilerActivity, profile
 from attnmt.data import build_data
 from attnmt.search import SearchOptions, decode_all
 from attnmt.translate import split_examples
-from attnmt.utils import UserError
+from attnmt.utils import UserError, describe_machine
 from benchmarks import speed
 from benchmarks.decoding import load_trained
+from benchmarks.measure import positive_int, spread, write_results
 from benchmarks.references import REFERENCES
 
 PHASES = ("data", "forward", "backward", "optimizer")
+PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm")  # the matrix products, counted together
 
 
 def profile_training(config: str, model_name: str, steps: int, device: torch.device, data_dir=None, shapes=False):
@@ -119,6 +124,23 @@ def product_summary(profiler, batch_sentences: int, vocab_size: int) -> str:
     return "\n".join(lines)
 
 
+def operator_shares(profiler) -> dict[str, float]:
+    """Each operator's share of the profiled self CPU time (the shares sum to 1)."""
+    events = profiler.key_averages()
+    total = sum(event.self_cpu_time_total for event in events)
+    return {event.key: event.self_cpu_time_total / total for event in events}
+
+
+def share_summary(passes: list[dict[str, float]], rows: int) -> dict:
+    """Repeated profiles' operator shares as median and range: the matrix products together, then
+    the `rows` operators with the largest median share (an operator a pass did not record: 0)."""
+    names = {name for shares in passes for name in shares}
+    by_name = {name: spread([shares.get(name, 0.0) for shares in passes]) for name in names}
+    largest = sorted(names, key=lambda name: -by_name[name]["median"])[:rows]
+    products = spread([sum(shares.get(name, 0.0) for name in PRODUCTS) for shares in passes])
+    return {"matrix_products": products, "operators": [{"name": name, "share": by_name[name]} for name in largest]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profiling", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", choices=list(speed.CONFIGS), default="joey")
@@ -131,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", action="store_true", help="also group matrix products and operators by shape")
     parser.add_argument("--decode", metavar="RUN_DIR", help="profile decoding RUN_DIR's test split instead")
     parser.add_argument("--beam", type=int, default=1, help="with --decode: beam size (1 = greedy)")
+    parser.add_argument("--repeats", type=positive_int, default=1, help="profiled passes (the tables print the last)")
+    parser.add_argument("--json", type=Path, help="write the operators' shares (median and range) here")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -138,24 +162,40 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmarks.profiling: error: --device cuda, but CUDA is not available", file=sys.stderr)
         return 2
     device = torch.device(args.device)
+    if args.decode:
+        subject = {"decode": args.decode, "beam_size": args.beam}
+        title = f"decoding {args.decode} test split, beam {args.beam}, {torch.get_num_threads()} threads"
+    else:
+        subject = {"config": args.config, "model": args.model, "steps": args.steps}
+        title = f"{args.model} {args.config}, {args.steps} steps, {torch.get_num_threads()} threads"
+    passes = []
     try:
-        if args.decode:
-            profiler, vocab_size = profile_decoding(args.decode, args.beam, device, args.data_dir, args.shapes)
-            print(f"decoding {args.decode} test split, beam {args.beam}, {torch.get_num_threads()} threads")
-        else:
-            profiler, vocab_size = profile_training(
-                args.config, args.model, args.steps, device, args.data_dir, args.shapes
-            )
-            print(f"{args.model} {args.config}, {args.steps} steps, {torch.get_num_threads()} threads")
-            print(phase_summary(profiler))
+        for _ in range(args.repeats):
+            if args.decode:
+                profiler, vocab_size = profile_decoding(args.decode, args.beam, device, args.data_dir, args.shapes)
+            else:
+                profiler, vocab_size = profile_training(
+                    args.config, args.model, args.steps, device, args.data_dir, args.shapes
+                )
+            passes.append(operator_shares(profiler))
     except UserError as error:
         print(f"benchmarks.profiling: error: {error}", file=sys.stderr)
         return 2
+    print(title)
+    if not args.decode:
+        print(phase_summary(profiler))
     print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
     if args.shapes:
         print(product_summary(profiler, speed.Options.batch_sentences, vocab_size))
         by_shape = profiler.key_averages(group_by_input_shape=True)
         print(by_shape.table(sort_by="self_cpu_time_total", row_limit=args.rows, max_name_column_width=30))
+    if args.json:
+        summary = share_summary(passes, args.rows)
+        results = {"machine": describe_machine(device), **subject, "repeats": args.repeats, **summary}
+        write_results(args.json, results, "benchmarks.profiling", argv)
+        products = summary["matrix_products"]
+        print(f"matrix products: {products['median']:.1%} of the self CPU time (median of {args.repeats})")
+        print(f"wrote {args.json}")
     return 0
 
 
