@@ -108,6 +108,51 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
+def _single_scores(scores: list[float]) -> str:
+    """One seed's score, or the mean of several seeds with their range."""
+    if len(scores) == 1:
+        return f"{scores[0]:.2f}"
+    return f"{sum(scores) / len(scores):.2f} ({min(scores):.2f}-{max(scores):.2f}, {len(scores)} seeds)"
+
+
+def summary_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """The README's summary: one row per direction and decoder, tokenized-lowercased BLEU of the
+    best-validation single models (mean and range over seeds) and of the ensemble of those runs
+    (their best checkpoints, not averaged), on test2016 and test2017, with each run's training
+    time; "-" where nothing was scored."""
+    systems: dict[tuple[str, str], dict] = {}
+    for entry in results["entries"]:
+        system = systems.setdefault((entry["direction"], entry["decoder"]), {"scores": {}, "minutes": set()})
+        if entry["model"].startswith("single"):
+            kind = "single"
+        elif entry.get("members") and not entry["model"].endswith("averaged"):
+            kind = f"{len(entry['members'])} runs"
+        else:
+            continue
+        system["scores"].setdefault((entry["test_set"], kind), []).append(entry["tokenized_bleu"])
+        system["minutes"].add(round(entry["training"]["run_minutes"]))
+    header = ["direction", "decoder"]
+    for test_set in TEST_SETS.values():
+        header += [f"{test_set.split()[0]} single", f"{test_set.split()[0]} ensemble"]
+    header.append("training per run")
+    body = []
+    for (direction, decoder), system in systems.items():
+        row = [direction, decoder]
+        for test_set in TEST_SETS.values():
+            singles = system["scores"].get((test_set, "single"))
+            ensembles = [
+                (kind, scores)
+                for (test, kind), scores in system["scores"].items()
+                if test == test_set and kind != "single"
+            ]
+            ensemble = f"{ensembles[0][1][0]:.2f} ({ensembles[0][0]})" if ensembles else "-"
+            row += [_single_scores(singles) if singles else "-", ensemble]
+        minutes = sorted(system["minutes"])
+        row.append(f"{minutes[0]} min" if len(minutes) == 1 else f"{minutes[0]}-{minutes[-1]} min")
+        body.append(row)
+    return header, body
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.multi30k_table", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs_dir", type=Path, help="the folder scripts/multi30k-table.sh trained and evaluated in")

@@ -24,7 +24,7 @@ from pathlib import Path
 from benchmarks.engines import engine_rows
 from benchmarks.gpu import gpu_rows
 from benchmarks.large_file import large_file_rows
-from benchmarks.multi30k_table import table_rows
+from benchmarks.multi30k_table import summary_rows, table_rows
 from benchmarks.peers.report import quality_rows, speed_rows
 from benchmarks.report import headlines, markdown_table, tables
 from benchmarks.serving import serving_rows
@@ -157,6 +157,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "engines": lambda results: markdown_table(*engine_rows(results)),
     "large-file": lambda results: markdown_table(*large_file_rows(results)),
     "multi30k-table": lambda results: markdown_table(*table_rows(results)),
+    "multi30k-summary": lambda results: markdown_table(*summary_rows(results)),
     "speed-headlines": lambda results: [f"- {line}" for line in headlines(results)],
     **{f"experiments-{name}": _experiment_table(name) for name in SEED_EXPERIMENTS},
     **{f"experiments-{name}-steps": _steps_table(name) for name in SEED_EXPERIMENTS},

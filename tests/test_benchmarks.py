@@ -241,6 +241,32 @@ def test_ab_search_and_profiling_report_bad_input_in_one_line(tmp_path, capsys):
         ab_search.package_at("no-such-revision", tmp_path)
 
 
+def test_profile_shares_are_medians_over_passes_with_the_products_counted_together():
+    from benchmarks.profiling import share_summary
+
+    passes = [{"aten::mm": 0.5, "aten::addmm": 0.2, "aten::tanh": 0.3}, {"aten::mm": 0.3, "aten::tanh": 0.7}]
+    summary = share_summary(passes, rows=2)
+    assert summary["matrix_products"]["values"] == pytest.approx([0.7, 0.3])
+    assert summary["matrix_products"]["median"] == pytest.approx(0.5)
+    assert [row["name"] for row in summary["operators"]] == ["aten::tanh", "aten::mm"]  # addmm (median 0.1) cut
+    assert summary["operators"][1]["share"]["values"] == pytest.approx([0.5, 0.3])
+
+
+def test_profiling_a_decode_writes_its_raw_result(reverse_run, tmp_path, capsys):
+    from benchmarks import profiling
+
+    out = tmp_path / "profile.json"
+    assert profiling.main(["--decode", str(reverse_run), "--beam", "2", "--repeats", "2", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["command"].startswith("python -m benchmarks.profiling --decode")
+    assert result["beam_size"] == 2 and result["repeats"] == 2 and result["machine"]["cores"] >= 1
+    shares = [row["share"] for row in result["operators"]]
+    assert [share["median"] for share in shares] == sorted((share["median"] for share in shares), reverse=True)
+    assert all(len(share["values"]) == 2 for share in shares)
+    assert 0 < result["matrix_products"]["median"] < 1
+    assert "matrix products:" in capsys.readouterr().out
+
+
 def test_fused_adam_matches_the_default_on_the_joey_model():
     from benchmarks import optimizer
 
@@ -323,6 +349,29 @@ def test_multi30k_table_collects_each_system_and_names_no_machine_folder(tmp_pat
     assert body[1][1] == "Bahdanau, additive"
     assert body[1][4:] == ["31.00", "30.00", "55.00", "beam 5, lp 1", "step 900 of 1,000 updates, 10 min"]
     assert "| ensemble of 2, averaged |" in capsys.readouterr().out
+
+
+def test_multi30k_summary_means_the_seeds_and_shows_the_ensemble_of_best_checkpoints():
+    def entry(model: str, bleu: float, test_set="test2016 flickr", members=None, minutes=10.2) -> dict:
+        training = {"run_minutes": minutes}
+        record = {"direction": "en-fr", "decoder": "Bahdanau, additive", "test_set": test_set, "model": model}
+        return {**record, "tokenized_bleu": bleu, "training": training, **({"members": members} if members else {})}
+
+    runs = ["r-s1/checkpoints/step-1", "r-s2/checkpoints/step-2"]
+    averaged = ["r-s1/checkpoints/averaged", "r-s2/checkpoints/averaged"]
+    entries = [
+        entry("single, seed 1", 37.0),
+        entry("averaged, seed 1", 99.0),
+        entry("single, seed 2", 38.0, minutes=11.9),
+        entry("ensemble of 2", 39.0, members=runs),
+        entry("ensemble of 2, averaged", 98.0, members=averaged),
+        entry("single, seed 1", 30.0, test_set="test2017 flickr"),
+    ]
+    header, body = multi30k_table.summary_rows({"entries": entries})
+    assert header[2:6] == ["test2016 single", "test2016 ensemble", "test2017 single", "test2017 ensemble"]
+    assert body == [
+        ["en-fr", "Bahdanau, additive", "37.50 (37.00-38.00, 2 seeds)", "39.00 (2 runs)", "30.00", "-", "10-12 min"]
+    ]
 
 
 def test_multi30k_table_without_evaluations_is_one_line_and_exit_2(tmp_path, capsys):
