@@ -26,7 +26,8 @@ from benchmarks.report import markdown_table
 
 DEFAULT_JSON = Path("docs/results/multi30k-table.json")
 ROOT = Path(__file__).resolve().parents[1]
-FOLDER = re.compile(r"(?P<config>.+)-(?P<test>test2016|test2017)-(?P<kind>single|ensemble|ensemble-averaged)")
+KINDS = ("single", "ensemble", "ensemble-averaged")  # the order of a test set's rows
+FOLDER = re.compile(rf"(?P<config>.+)-(?P<test>test2016|test2017)-(?P<kind>{'|'.join(KINDS)})")
 TEST_SETS = {"test2016": "test2016 flickr", "test2017": "test2017 flickr"}
 
 
@@ -54,13 +55,16 @@ def _model(record: dict) -> str:
 
 
 def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
-    """One entry per scored system, by evaluation folder name, then in the evaluation's order;
-    `data_dirs`: the data folder as the commands may name it (as given, resolved)."""
+    """One entry per scored system, by config and test set, singles before ensembles, then in the
+    evaluation's order; `data_dirs`: the data folder as the commands may name it (as given,
+    resolved)."""
+    found = [(FOLDER.fullmatch(path.parent.name), path) for path in (runs_dir / "evaluation").glob("*/evaluation.json")]
+    found = sorted(
+        ((match, path) for match, path in found if match is not None),
+        key=lambda item: (item[0]["config"], item[0]["test"], KINDS.index(item[0]["kind"])),
+    )
     entries = []
-    for path in sorted((runs_dir / "evaluation").glob("*/evaluation.json")):
-        match = FOLDER.fullmatch(path.parent.name)
-        if match is None:
-            continue
+    for match, path in found:
         config = load_config(ROOT / "configs" / f"{match['config']}.yaml")
         data, model = config.data, config.model
         evaluation = json.loads(path.read_text(encoding="utf-8"))

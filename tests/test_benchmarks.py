@@ -326,7 +326,7 @@ def test_multi30k_table_collects_each_system_and_names_no_machine_folder(tmp_pat
     ensemble = _evaluation("attnmt evaluate --ensemble", [{"checkpoint": members[0], "members": members}])
     for name, evaluation in [
         ("multi30k-en-fr-test2017-single", single),
-        ("multi30k-en-fr-test2016-ensemble", ensemble),
+        ("multi30k-en-fr-test2017-ensemble", ensemble),
     ]:
         (folder / name).mkdir(parents=True)
         (folder / name / "evaluation.json").write_text(json.dumps(evaluation), encoding="utf-8")
@@ -337,17 +337,17 @@ def test_multi30k_table_collects_each_system_and_names_no_machine_folder(tmp_pat
     assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(out)]) == 0
     results = json.loads(out.read_text(encoding="utf-8"))
     models = [(e["direction"], e["test_set"], e["model"]) for e in results["entries"]]
-    assert models == [
-        ("en-fr", "test2016 flickr", "ensemble of 2, averaged"),
+    assert models == [  # singles before the ensemble, though "ensemble" sorts first by name
         ("en-fr", "test2017 flickr", "single, seed 1"),
         ("en-fr", "test2017 flickr", "averaged, seed 1"),
+        ("en-fr", "test2017 flickr", "ensemble of 2, averaged"),
     ]
     assert str(data) not in out.read_text(encoding="utf-8")
-    assert "--src $ATTNMT_DATA/multi30k/test_2017_flickr.en.gz" in results["entries"][1]["command"]
+    assert "--src $ATTNMT_DATA/multi30k/test_2017_flickr.en.gz" in results["entries"][0]["command"]
     header, body = multi30k_table.table_rows(results)
     assert len(body) == 3 and all(len(row) == len(header) for row in body)
-    assert body[1][1] == "Bahdanau, additive"
-    assert body[1][4:] == ["31.00", "30.00", "55.00", "beam 5, lp 1", "step 900 of 1,000 updates, 10 min"]
+    assert body[0][1] == "Bahdanau, additive"
+    assert body[0][4:] == ["31.00", "30.00", "55.00", "beam 5, lp 1", "step 900 of 1,000 updates, 10 min"]
     assert "| ensemble of 2, averaged |" in capsys.readouterr().out
 
 
