@@ -7,21 +7,23 @@
 #
 # Settings from the environment (defaults in brackets):
 #   DEVICE [auto]      cpu, cuda, ...; PARALLEL [1] runs trained at once (one CPU thread each
-#                      when more than one); SEEDS [1 2 3]; CONFIGS [multi30k-en-de multi30k-de-en
-#                      multi30k-en-fr]; SINGLE_CONFIGS [multi30k-en-de-luong] trained with seed 1
-#                      only; KEEP [5] checkpoints kept and averaged; SET: extra --set overrides for
-#                      every run (e.g. "train.max_steps=20" for a smoke test); PHASES [train
-#                      average evaluate]; BOOTSTRAP [1000] paired-bootstrap samples.
+#                      when more than one); SEEDS [1 2 3]; CONFIGS [multi30k-en-de-luong
+#                      multi30k-de-en multi30k-en-fr]; SINGLE_CONFIGS [multi30k-en-de] trained
+#                      with seed 1 only; KEEP [5] checkpoints kept and averaged; SET: extra --set
+#                      overrides for every run (e.g. "train.max_steps=20" for a smoke test);
+#                      PHASES [train average evaluate]; BOOTSTRAP [1000] paired-bootstrap samples.
 # Every phase skips what is done: a finished run is not trained again, an interrupted one
-# resumes from its last checkpoint, an existing evaluation is kept.
+# resumes from its last checkpoint, an existing evaluation is kept. An evaluation is named by
+# config, test set and kind, not by its seeds: to score more seeds of a config already
+# evaluated, move its RUNS/evaluation/CONFIG-* folders aside first.
 set -euo pipefail
 
 RUNS=${1:-runs/table}
 DEVICE=${DEVICE:-auto}
 PARALLEL=${PARALLEL:-1}
 SEEDS=${SEEDS:-1 2 3}
-CONFIGS=${CONFIGS:-multi30k-en-de multi30k-de-en multi30k-en-fr}
-SINGLE_CONFIGS=${SINGLE_CONFIGS-multi30k-en-de-luong}
+CONFIGS=${CONFIGS:-multi30k-en-de-luong multi30k-de-en multi30k-en-fr}
+SINGLE_CONFIGS=${SINGLE_CONFIGS-multi30k-en-de}
 KEEP=${KEEP:-5}
 SET=${SET:-}
 PHASES=${PHASES:-train average evaluate}
