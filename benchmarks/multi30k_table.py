@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from attnmt.config import load_config
+from attnmt.utils import UserError
 from benchmarks.measure import write_results
 from benchmarks.report import markdown_table
 
@@ -54,20 +55,37 @@ def _model(record: dict) -> str:
     return f"{label}, seed {seed[1]}" if seed else label
 
 
+def _read_evaluation(path: Path) -> dict:
+    """An `attnmt evaluate --output-dir` file (its command, machine and scored runs), or a
+    UserError naming it."""
+    expected = "expected the evaluation.json of attnmt evaluate --output-dir"
+    try:
+        evaluation = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: unreadable ({error}); {expected}") from None
+    if not (isinstance(evaluation, dict) and {"command", "machine", "runs"} <= evaluation.keys()):
+        raise UserError(f"{path}: no command, machine and runs; {expected}")
+    if not isinstance(evaluation["runs"], list):
+        raise UserError(f"{path}: runs is not a list; {expected}")
+    return evaluation
+
+
 def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
     """One entry per scored system, by config and test set, singles before ensembles, then in the
     evaluation's order; `data_dirs`: the data folder as the commands may name it (as given,
     resolved)."""
-    found = [(FOLDER.fullmatch(path.parent.name), path) for path in (runs_dir / "evaluation").glob("*/evaluation.json")]
-    found = sorted(
-        ((match, path) for match, path in found if match is not None),
-        key=lambda item: (item[0]["config"], item[0]["test"], KINDS.index(item[0]["kind"])),
-    )
+    paths = (runs_dir / "evaluation").glob("*/evaluation.json")
+    found = [(match, path) for path in paths if (match := FOLDER.fullmatch(path.parent.name))]
+    found.sort(key=lambda item: (item[0]["config"], item[0]["test"], KINDS.index(item[0]["kind"])))
     entries = []
     for match, path in found:
-        config = load_config(ROOT / "configs" / f"{match['config']}.yaml")
+        config_path = ROOT / "configs" / f"{match['config']}.yaml"
+        if not config_path.is_file():
+            name = match["config"]
+            raise UserError(f"{path.parent}: the folder names config {name!r}; no {config_path.name} in configs/")
+        config = load_config(config_path)
         data, model = config.data, config.model
-        evaluation = json.loads(path.read_text(encoding="utf-8"))
+        evaluation = _read_evaluation(path)
         for record in evaluation["runs"]:
             entries.append(
                 {
@@ -163,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = parser.parse_args(argv)
     data_dir = os.environ.get("ATTNMT_DATA")
-    entries = collect(args.runs_dir, [data_dir.rstrip("/"), str(Path(data_dir).resolve())] if data_dir else [])
+    try:
+        entries = collect(args.runs_dir, [data_dir.rstrip("/"), str(Path(data_dir).resolve())] if data_dir else [])
+    except UserError as error:
+        print(f"benchmarks.multi30k_table: error: {error}", file=sys.stderr)
+        return 2
     if not entries:
         print(f"{args.runs_dir}/evaluation: no evaluation.json under CONFIG-TEST-KIND folders", file=sys.stderr)
         return 2

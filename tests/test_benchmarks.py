@@ -374,6 +374,24 @@ def test_multi30k_summary_means_the_seeds_and_shows_the_ensemble_of_best_checkpo
     ]
 
 
+@pytest.mark.parametrize(
+    "folder, text, said",
+    [
+        ("no-such-config-test2016-single", json.dumps(_evaluation("attnmt evaluate r", [])), "no no-such-config.yaml"),
+        ("multi30k-en-fr-test2016-single", '{"runs": [', "unreadable"),
+        ("multi30k-en-fr-test2016-single", '{"runs": []}', "no command, machine and runs"),
+        ("multi30k-en-fr-test2016-single", '{"runs": 3, "command": "c", "machine": {}}', "runs is not a list"),
+    ],
+)
+def test_multi30k_table_names_a_bad_evaluation_folder_in_one_line(tmp_path, capsys, folder, text, said):
+    (tmp_path / "evaluation" / folder).mkdir(parents=True)
+    (tmp_path / "evaluation" / folder / "evaluation.json").write_text(text, encoding="utf-8")
+    assert multi30k_table.main([str(tmp_path), "--json", str(tmp_path / "table.json")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and folder in error and said in error
+    assert not (tmp_path / "table.json").exists()
+
+
 def test_multi30k_table_without_evaluations_is_one_line_and_exit_2(tmp_path, capsys):
     assert multi30k_table.main([str(tmp_path), "--json", str(tmp_path / "table.json")]) == 2
     assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "table.json").exists()
