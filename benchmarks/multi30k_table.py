@@ -1,6 +1,6 @@
 """The Multi30k results table, collected from the evaluations `scripts/multi30k-table.sh` writes.
 
-    python -m benchmarks.multi30k_table runs/table [--json docs/results/multi30k-table.json]
+    python -m benchmarks.multi30k_table runs/table [--json docs/results/multi30k-table.json] [--update]
 
 Reads every RUNS/evaluation/CONFIG-TEST-KIND/evaluation.json (TEST: test2016 or test2017; KIND:
 single, which scores each run and its averaged checkpoint, or ensemble, ensemble-averaged) and
@@ -8,7 +8,9 @@ writes one file: per scored system the direction, decoder and score, test set, m
 averaged, ensemble), tokenized-lowercased BLEU (the papers' metric), sacreBLEU's BLEU with its
 signature, chrF, the search, how long the scored weights were trained, and the command of the
 evaluation. The data folder in paths is written as $ATTNMT_DATA, so the file names no machine's
-folders.
+folders. With --update, the evaluations found replace their own rows of the existing file (same
+config, test set and kind) and its other rows are kept: a table whose directions were trained on
+different machines, or at different times, is collected one folder at a time.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("single", "ensemble", "ensemble-averaged")  # the order of a test set's rows
 FOLDER = re.compile(rf"(?P<config>.+)-(?P<test>test2016|test2017)-(?P<kind>{'|'.join(KINDS)})")
 TEST_SETS = {"test2016": "test2016 flickr", "test2017": "test2017 flickr"}
+ROW_KEYS = {  # what an entry of an earlier table must hold to be kept by --update
+    *("config", "direction", "decoder", "test_set", "model", "machine", "search", "training"),
+    *("tokenized_bleu", "bleu", "chrf"),
+}
 
 
 def _portable(value, data_dirs: list[str]):
@@ -99,6 +105,39 @@ def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
                     **_portable({key: value for key, value in record.items() if key != "bleu_by_length"}, data_dirs),
                 }
             )
+    return entries
+
+
+def _group(entry: dict) -> tuple[str, str, int]:
+    """The evaluation folder an entry came from: config, test set and kind (as its rank in KINDS)."""
+    if not entry.get("members"):
+        kind = "single"
+    else:
+        kind = "ensemble-averaged" if entry["model"].endswith("averaged") else "ensemble"
+    return entry["config"], entry["test_set"], KINDS.index(kind)
+
+
+def merge(previous: list[dict], found: list[dict]) -> list[dict]:
+    """`previous` entries with the ones `found` replaces taken out and `found` added, in the order
+    collect() gives: by config, test set and kind, in their own order within one evaluation."""
+    replaced = {_group(entry) for entry in found}
+    kept = [entry for entry in previous if _group(entry) not in replaced]
+    return sorted(kept + found, key=_group)
+
+
+def _previous_entries(path: Path) -> list[dict]:
+    """The entries of an earlier table file, none when there is no file yet; a UserError naming it
+    when it is not one."""
+    if not path.exists():
+        return []
+    expected = "expected a table written by python -m benchmarks.multi30k_table"
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: unreadable ({error}); {expected}") from None
+    entries = results.get("entries") if isinstance(results, dict) else None
+    if not (isinstance(entries, list) and all(isinstance(e, dict) and e.keys() >= ROW_KEYS for e in entries)):
+        raise UserError(f"{path}: no list of entries with {', '.join(sorted(ROW_KEYS))}; {expected}")
     return entries
 
 
@@ -179,16 +218,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.multi30k_table", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs_dir", type=Path, help="the folder scripts/multi30k-table.sh trained and evaluated in")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    parser.add_argument(
+        "--update", action="store_true", help="keep the rows of the existing --json file no evaluation found replaces"
+    )
     args = parser.parse_args(argv)
     data_dir = os.environ.get("ATTNMT_DATA")
     try:
-        entries = collect(args.runs_dir, [data_dir.rstrip("/"), str(Path(data_dir).resolve())] if data_dir else [])
+        found = collect(args.runs_dir, [data_dir.rstrip("/"), str(Path(data_dir).resolve())] if data_dir else [])
+        previous = _previous_entries(args.json) if args.update else []
     except UserError as error:
         print(f"benchmarks.multi30k_table: error: {error}", file=sys.stderr)
         return 2
-    if not entries:
+    if not found:
         print(f"{args.runs_dir}/evaluation: no evaluation.json under CONFIG-TEST-KIND folders", file=sys.stderr)
         return 2
+    entries = merge(previous, found)
     machines = {json.dumps(entry["machine"], sort_keys=True) for entry in entries}
     results = {"machine": entries[0]["machine"], "same_machine": len(machines) == 1, "entries": entries}
     write_results(args.json, results, "benchmarks.multi30k_table", argv)

@@ -392,6 +392,49 @@ def test_multi30k_table_names_a_bad_evaluation_folder_in_one_line(tmp_path, caps
     assert not (tmp_path / "table.json").exists()
 
 
+def test_multi30k_table_update_replaces_only_the_rows_of_the_evaluations_found(tmp_path, capsys):
+    de_en, en_fr = "configs/multi30k-de-en.yaml", "configs/multi30k-en-fr.yaml"
+
+    def entry(config: str, test_set: str, model: str, bleu: float, **more) -> dict:
+        record = _evaluation("attnmt evaluate r", [{"model": model, "tokenized_bleu": bleu, **more}])["runs"][0]
+        return {**record, "config": config, "direction": "x-y", "decoder": "d", "test_set": test_set, "machine": {}}
+
+    previous = [
+        entry(de_en, "test2016 flickr", "single, seed 1", 40.0),
+        entry(de_en, "test2016 flickr", "ensemble of 2", 41.0, members=["a", "b"]),
+        entry(en_fr, "test2016 flickr", "single, seed 1", 59.0),
+        entry(en_fr, "test2017 flickr", "single, seed 1", 51.0),
+    ]
+    table = tmp_path / "table.json"
+    table.write_text(json.dumps({"entries": previous}), encoding="utf-8")
+    members = [f"r/en-fr-s{seed}/checkpoints/step-1" for seed in (1, 2)]
+    found = {
+        "single": _evaluation("attnmt evaluate r", [{"checkpoint": member} for member in members]),
+        "ensemble": _evaluation("attnmt evaluate --ensemble", [{"checkpoint": members[0], "members": members}]),
+    }
+    for kind, evaluation in found.items():
+        folder = tmp_path / "runs" / "evaluation" / f"multi30k-en-fr-test2016-{kind}"
+        folder.mkdir(parents=True)
+        (folder / "evaluation.json").write_text(json.dumps(evaluation), encoding="utf-8")
+
+    assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(table), "--update"]) == 0
+    entries = json.loads(table.read_text(encoding="utf-8"))["entries"]
+    rows = [(e["config"], e["test_set"], e["model"], e["tokenized_bleu"]) for e in entries]
+    assert rows == [  # de-en kept as it was; en-fr test2016 singles replaced, its ensemble added; test2017 kept
+        (de_en, "test2016 flickr", "single, seed 1", 40.0),
+        (de_en, "test2016 flickr", "ensemble of 2", 41.0),
+        (en_fr, "test2016 flickr", "single, seed 1", 31.0),
+        (en_fr, "test2016 flickr", "single, seed 2", 31.0),
+        (en_fr, "test2016 flickr", "ensemble of 2", 31.0),
+        (en_fr, "test2017 flickr", "single, seed 1", 51.0),
+    ]
+    capsys.readouterr()
+    table.write_text('{"entries": 3}', encoding="utf-8")
+    assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(table), "--update"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and str(table) in error and table.read_text(encoding="utf-8") == '{"entries": 3}'
+
+
 def test_multi30k_table_without_evaluations_is_one_line_and_exit_2(tmp_path, capsys):
     assert multi30k_table.main([str(tmp_path), "--json", str(tmp_path / "table.json")]) == 2
     assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "table.json").exists()
