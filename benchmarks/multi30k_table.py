@@ -61,14 +61,19 @@ def _model(record: dict) -> str:
     return f"{label}, seed {seed[1]}" if seed else label
 
 
+def _read_json(path: Path, expected: str):
+    """The JSON in `path`, or a UserError naming it, why it could not be read and what was expected."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: unreadable ({error}); {expected}") from None
+
+
 def _read_evaluation(path: Path) -> dict:
     """An `attnmt evaluate --output-dir` file (its command, machine and scored runs), or a
     UserError naming it."""
     expected = "expected the evaluation.json of attnmt evaluate --output-dir"
-    try:
-        evaluation = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path}: unreadable ({error}); {expected}") from None
+    evaluation = _read_json(path, expected)
     if not (isinstance(evaluation, dict) and {"command", "machine", "runs"} <= evaluation.keys()):
         raise UserError(f"{path}: no command, machine and runs; {expected}")
     if not isinstance(evaluation["runs"], list):
@@ -131,10 +136,7 @@ def _previous_entries(path: Path) -> list[dict]:
     if not path.exists():
         return []
     expected = "expected a table written by python -m benchmarks.multi30k_table"
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{path}: unreadable ({error}); {expected}") from None
+    results = _read_json(path, expected)
     entries = results.get("entries") if isinstance(results, dict) else None
     if not (isinstance(entries, list) and all(isinstance(e, dict) and e.keys() >= ROW_KEYS for e in entries)):
         raise UserError(f"{path}: no list of entries with {', '.join(sorted(ROW_KEYS))}; {expected}")
