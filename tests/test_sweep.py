@@ -308,10 +308,18 @@ def kill_if_still_running(store: Store, study: str, trial):
 
     A trial of the tiny test model finishes within milliseconds of its step-10 checkpoint, so the
     worker is stopped first and the trial's state read again: a kill must land mid-trial, never on
-    the next trial the worker has already moved on to.
+    the next trial the worker has already moved on to. `kill` returns before the worker has
+    stopped, and a commit it sent just before may still be applied by the database server, so the
+    state is read only once the worker is stopped and such a commit has had time to land.
     """
+    import psutil  # installed with pgserver
+
     pid = trial.user_attrs["pid"]
     os.kill(pid, signal.SIGSTOP)
+    deadline = time.time() + 10
+    while psutil.Process(pid).status() != psutil.STATUS_STOPPED and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)
     [now] = [t for t in store.load(study).get_trials() if t.number == trial.number]
     if now.state.name == "RUNNING":
         os.kill(pid, signal.SIGKILL)
