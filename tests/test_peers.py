@@ -1,20 +1,30 @@
-"""The peer benchmark's harness: what it measures, how it fails, and attnmt through its probe.
+"""The peer benchmark's harness: what it measures, how it fails, and every system through its probe.
 
-The peers themselves (OpenNMT-py, JoeyNMT) need their own environments from the network, so
-they are not run here; a stand-in system whose commands are tiny scripts exercises the harness.
+A stand-in system whose commands are tiny scripts exercises the harness. OpenNMT-py and JoeyNMT
+run for real on a tiny task, from the environments the benchmark installs them into (under the
+attnmt cache's `peers/`; CI installs them there first, see `.ci/run`); without those
+environments their tests skip, except under CI, where a missing peer is a failure.
 """
 
 import json
+import os
+import random
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 
+from attnmt.download import cache_root
 from benchmarks.peers import __main__ as peers_cli
 from benchmarks.peers.attnmt_peer import Attnmt
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness, read_events, run_command, training_speed
+from benchmarks.peers.joeynmt import JoeyNMT
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
+from benchmarks.peers.opennmt import OpenNMT
 from benchmarks.peers.report import quality_curves, save_figure
 from benchmarks.peers.system import Command, PeerError, PeerSystem, Setup, run_pip
 from tests.test_corpora import SHARED_DATA, needs_multi30k
@@ -170,6 +180,112 @@ def test_attnmt_trains_and_translates_through_its_probe(tmp_path, monkeypatch):
     measured = harness.translate(system, work / "out", system.checkpoints(work)[3], "test2016", 1)
     assert measured["sentences"] == 1000 and measured["tokens_per_s"] > 0
     assert read_events(work / "events.jsonl").steps == events.steps
+
+
+# --- OpenNMT-py and JoeyNMT through their probes, on a tiny task -------------------------------
+
+LETTERS = "abcdefghijkl"
+KEPT = "abcdef"  # the task: the source's letters from a-f, reversed and upper-cased
+TINY = {"train": 96, "valid": 8, "test2016": 10}  # 96 training pairs: 6 batches of 16 per epoch
+TINY_STEPS, TINY_SAVE_EVERY = 150, 50
+
+
+@dataclass(frozen=True)
+class PeerFacts:
+    """Where a peer reports its training loss and keeps its weights, for checking it from outside."""
+
+    system: type
+    loss: str  # a regular expression of its log whose group 1 is a training loss, in log order
+    weights: tuple[str, ...]  # the checkpoint's entries holding the model's state dicts
+
+
+PEERS = {
+    "opennmt-py": PeerFacts(
+        OpenNMT, r"Step \d+/ *\d+; acc: [ \d.]+; ppl: [ \d.]+; xent: ([\d.]+);", ("model", "generator")
+    ),
+    "joeynmt": PeerFacts(JoeyNMT, r"Epoch +\d+, total training loss: ([\d.]+),", ("model_state",)),
+}
+
+
+def write_tiny_task(folder: Path) -> Path:
+    """Distinct random source lines of 4-10 letters; targets of varying length, so batches have padding."""
+    rng, seen = random.Random(1), set()
+    folder.mkdir()
+    for split, count in TINY.items():
+        sources = []
+        while len(sources) < count:
+            line = " ".join(rng.choice(LETTERS) for _ in range(rng.randint(4, 10)))
+            if line not in seen and set(line) & set(KEPT):  # no empty target: JoeyNMT would drop the pair
+                seen.add(line)
+                sources.append(line)
+        targets = [" ".join(letter.upper() for letter in reversed(line.split()) if letter in KEPT) for line in sources]
+        (folder / f"{split}.en").write_text("".join(line + "\n" for line in sources), encoding="utf-8")
+        (folder / f"{split}.de").write_text("".join(line + "\n" for line in targets), encoding="utf-8")
+    return folder
+
+
+def installed_peer(name: str, setup: Setup) -> tuple[Harness, PeerSystem]:
+    """The peer from the environment the benchmark installed it into, or a skip (a failure under CI)."""
+    system = PEERS[name].system()
+    work = cache_root() / "peers"
+    if not (work / "envs" / f"{system.name}-{system.version}").is_dir():  # the harness's layout
+        reason = f"{system.name} {system.version} is not installed in {work / 'envs'} (.ci/run shows how)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must test the {system.name} probe: {reason}")
+        pytest.skip(reason)
+    harness = Harness(setup, [system], work, say=lambda _: None)
+    harness.install()  # instant: the install is complete, or finished here
+    assert not harness.errors, harness.errors
+    return harness, system
+
+
+@pytest.mark.parametrize("name", list(PEERS))
+def test_a_peer_trains_and_translates_through_its_probe(name, tmp_path):
+    """The probe records the parameters, then per step the target tokens the data holds (non-pad,
+    EOS included); the peer learns; the checkpoints are written; a translation has one line per
+    source, and its result counts the tokens in those lines."""
+    data = write_tiny_task(tmp_path / "data")
+    setup = Setup(
+        data_dir=data,
+        embedding_size=16,
+        encoder_hidden=16,
+        decoder_hidden=32,
+        dropout=0.0,
+        batch_sentences=16,
+        lr=0.01,  # ten times the benchmark's: the tiny model learns the task within 150 steps
+        decode_batch_sentences=4,
+        max_output_length=20,
+        threads=1,
+    )
+    harness, system = installed_peer(name, setup)
+    work = tmp_path / name
+    _, events = harness.train(system, work, steps=TINY_STEPS, max_minutes=None, save_every=TINY_SAVE_EVERY)
+
+    records = [json.loads(line) for line in (work / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert list(records[0]) == ["started"] and list(records[1]) == ["parameters"]
+    assert [step["step"] for step in events.steps] == list(range(1, TINY_STEPS + 1))
+    assert all(list(step) == ["step", "time", "target_tokens"] for step in events.steps)
+    # Every epoch is 6 whole batches of 16 in some order: 6 steps in a row hold each target once.
+    target_lengths = [len(line.split()) + 1 for line in (data / "train.de").read_text(encoding="utf-8").splitlines()]
+    batches = TINY["train"] // setup.batch_sentences
+    tokens = [step["target_tokens"] for step in events.steps]
+    epochs = [sum(tokens[start : start + batches]) for start in range(0, TINY_STEPS, batches)]
+    assert epochs == [sum(target_lengths)] * (TINY_STEPS // batches)
+    shortest, longest = setup.batch_sentences * min(target_lengths), setup.batch_sentences * max(target_lengths)
+    assert all(shortest <= count <= longest for count in tokens)
+
+    losses = [float(loss) for loss in re.findall(PEERS[name].loss, (work / "train.log").read_text(encoding="utf-8"))]
+    assert len(losses) >= 2 and losses[-1] < losses[0], losses  # it learns: the probe measured a working setup
+    checkpoints = system.checkpoints(work)
+    assert sorted(checkpoints) == list(range(TINY_SAVE_EVERY, TINY_STEPS + 1, TINY_SAVE_EVERY))
+    saved = torch.load(checkpoints[TINY_STEPS], map_location="cpu", weights_only=False)  # written by the test
+    assert events.parameters == sum(tensor.numel() for key in PEERS[name].weights for tensor in saved[key].values())
+
+    measured = harness.translate(system, work / "out", checkpoints[TINY_STEPS], "test2016", 1)
+    output = (work / "out" / "test2016-beam1.txt").read_text(encoding="utf-8").splitlines()
+    assert len(output) == measured["sentences"] == TINY["test2016"]
+    # The harness counts generated tokens as the words of the output, without EOS, for every system.
+    assert measured["generated_tokens"] == sum(len(line.split()) for line in output) > 0
 
 
 BAD_COUNTS = [["speed", "--repeats", "0"], ["speed", "--warmup", "0"], ["quality", "--save-every", "x"]]
