@@ -90,7 +90,9 @@ ALLOWED = {
     "serve.server": {"utils", "serve.schemas", "serve.app", "serve.catalog"},
     "serve.batcher": {"search", "translate"},
     "serve.catalog": {"utils", "metrics", "search", "tokenize", "translate"},
-    "serve.app": {"utils", "search", "translate", "serve.batcher", "serve.catalog", "serve.schemas"},
+    "serve.state": {"utils", "search", "translate", "serve.batcher", "serve.catalog", "serve.schemas"},
+    "serve.routes": {"utils", "serve.batcher", "serve.catalog", "serve.schemas", "serve.state"},
+    "serve.app": {"serve.catalog", "serve.routes", "serve.schemas", "serve.state"},
 }
 # Light modules: importing them must not load torch (config validation and data tools stay fast).
 NO_TORCH = (

@@ -10,14 +10,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 from attnmt.cli import main
 from attnmt.serve.app import create_app
 from attnmt.serve.catalog import Catalog
-from attnmt.serve.schemas import Limits
+from attnmt.serve.routes import router
+from attnmt.serve.schemas import ErrorBody, Limits, TranslateResponse
 from attnmt.translate import Translator
 
 SENTENCES = ["a b c", "d e f g h", "h g", "x", "b a c d e f", "q r s t"]
@@ -88,21 +91,29 @@ def test_a_sentence_gets_the_same_answer_alone_together_and_under_concurrency(cl
         same_translations(alone * 2, concurrent)
 
 
-def test_concurrent_requests_are_decoded_in_shared_batches(catalog):
-    limits = Limits(batch_wait_ms=200)  # a generous window: the threads' requests surely meet in it
+@pytest.mark.parametrize("batching", [True, False])
+def test_concurrent_requests_are_decoded_in_shared_batches(catalog, batching):
+    """Six one-sentence requests sent at once are decoded in one batch, two at most, with batching;
+    without it, one batch each."""
+    # A long window, closed early by the batch bound once all six sentences are in: the requests
+    # surely meet in it, and the test does not wait it out.
+    limits = Limits(batch_wait_ms=5000, max_batch_sentences=len(SENTENCES), batching=batching)
     with TestClient(create_app(catalog, limits)) as test_client:
-        barrier = threading.Barrier(6)
+        barrier = threading.Barrier(len(SENTENCES))
 
         def send(sentence):
-            barrier.wait()
+            barrier.wait()  # every request leaves at the same moment
             return translate(test_client, [sentence], beam_size=1)
 
-        with ThreadPoolExecutor(6) as pool:
+        with ThreadPoolExecutor(len(SENTENCES)) as pool:
             list(pool.map(send, SENTENCES))
-        metrics = test_client.get("/metrics").text
-    batches = float(re.search(r"^attnmt_batch_sentences_count (\S+)$", metrics, re.M).group(1))
-    decoded = float(re.search(r"^attnmt_batch_sentences_sum (\S+)$", metrics, re.M).group(1))
-    assert decoded == 6 and batches < 6
+        metrics = scrape(test_client)
+    assert metrics[("attnmt_batch_sentences_sum", ())] == len(SENTENCES)
+    batches = metrics[("attnmt_batch_sentences_count", ())]
+    if batching:
+        assert batches <= 2
+    else:
+        assert batches == len(SENTENCES)
 
 
 def test_examples_and_the_test_set_analysis(client, catalog, monkeypatch):
@@ -271,12 +282,98 @@ def test_a_full_queue_and_a_slow_answer_are_a_503(catalog, monkeypatch):
         assert after.status_code == 200, after.text  # the worker went on
 
 
-def test_metrics_are_prometheus_text(client):
-    translate(client, ["a b"])
-    text = client.get("/metrics").text
-    assert 'attnmt_requests_total{path="/v1/translate",status="200"}' in text
-    assert 'attnmt_request_seconds_bucket{le="0.5",path="/v1/translate"}' in text
-    assert "attnmt_queue_requests 0.0" in text
+def scrape(client) -> dict[tuple[str, tuple], float]:
+    """/metrics parsed as Prometheus's text format: (sample name, sorted labels) -> value."""
+    response = client.get("/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def moved(before: dict, after: dict, name: str, **labels) -> float:
+    """How much a sample grew between two scrapes (absent counts as 0)."""
+    key = (name, tuple(sorted(labels.items())))
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+def test_metrics_are_prometheus_text_whose_counters_move_with_the_requests(client):
+    before = scrape(client)
+    translate(client, ["a b", "c d e", "f"])
+    translate(client, ["g h"])
+    assert client.post("/v1/translate", json={"sentences": []}).status_code == 422
+    oversized = client.post(
+        "/v1/translate", content=b"{" + b" " * 5000 + b"}", headers={"content-type": "application/json"}
+    )
+    assert oversized.status_code == 413
+    assert client.get("/v1/models/run/examples").status_code == 200
+    assert client.get("/v1/nothing/here").status_code == 404
+    after = scrape(client)
+
+    assert moved(before, after, "attnmt_requests_total", path="/v1/translate", status="200") == 2
+    assert moved(before, after, "attnmt_requests_total", path="/v1/translate", status="422") == 1
+    assert moved(before, after, "attnmt_requests_total", path="/v1/translate", status="413") == 1
+    # labelled by the route that answered, not by the path the client typed
+    assert moved(before, after, "attnmt_requests_total", path="/v1/models/{name}/examples", status="200") == 1
+    assert moved(before, after, "attnmt_requests_total", path="other", status="404") == 1
+    assert moved(before, after, "attnmt_requests_total", path="/metrics", status="200") == 1  # the first scrape
+    assert not any(dict(labels).get("path", "").startswith(("/v1/models/run", "/v1/nothing")) for _, labels in after)
+
+    assert moved(before, after, "attnmt_request_seconds_count", path="/v1/translate") == 4
+    assert moved(before, after, "attnmt_request_seconds_sum", path="/v1/translate") > 0
+    buckets = sorted(
+        (float(dict(labels)["le"]), value)
+        for (name, labels), value in after.items()
+        if name == "attnmt_request_seconds_bucket" and dict(labels)["path"] == "/v1/translate"
+    )
+    assert [value for _, value in buckets] == sorted(value for _, value in buckets)  # cumulative
+    assert buckets[-1] == (float("inf"), after[("attnmt_request_seconds_count", (("path", "/v1/translate"),))])
+
+    # one request after the other: each decoded as its own batch
+    assert moved(before, after, "attnmt_batch_sentences_count") == 2
+    assert moved(before, after, "attnmt_batch_sentences_sum") == 4
+    assert after[("attnmt_queue_requests", ())] == 0
+
+
+def test_every_endpoint_answers_with_the_body_its_schema_model_documents(client):
+    """Each JSON route's body, success and refusal, validates against its model (which forbids
+    keys it does not declare), and /docs names that model."""
+    routes = {
+        (route.path, method): route
+        for route in router.routes
+        if isinstance(route, APIRoute) and route.include_in_schema
+        for method in route.methods
+    }
+    answered = {
+        ("/health", "GET"): client.get("/health"),
+        ("/v1/models", "GET"): client.get("/v1/models"),
+        ("/v1/translate", "POST"): client.post(
+            "/v1/translate", json={"sentences": SENTENCES[:3], "beam_size": 3, "n_best": 2, "return_attention": True}
+        ),
+        ("/v1/explain", "POST"): client.post("/v1/explain", json={"sentence": "a b c", "beam_size": 2}),
+        ("/v1/models/{name}/examples", "GET"): client.get("/v1/models/dot/examples"),
+        ("/v1/models/{name}/analysis", "GET"): client.get("/v1/models/dot/analysis"),
+    }
+    assert set(answered) == set(routes)  # a new endpoint is checked here too
+    documented = client.get("/openapi.json").json()["paths"]
+    for (path, method), response in answered.items():
+        model = routes[path, method].response_model
+        assert response.status_code == 200, response.text
+        model.model_validate_json(response.content)
+        schema = documented[path][method.lower()]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert schema["$ref"] == f"#/components/schemas/{model.__name__}"
+    TranslateResponse.model_validate_json(client.post("/v1/translate", json={"sentences": ["a b"]}).content)
+    refusals = [
+        client.post("/v1/translate", json={"sentences": ["a"], "beam_size": 5}),
+        client.post("/v1/explain", json={"sentence": "a", "model": "nope"}),
+        client.get("/v1/models/nope/analysis"),
+        client.post("/v1/translate", content=b"{" + b" " * 5000 + b"}", headers={"content-type": "application/json"}),
+    ]
+    assert [response.status_code for response in refusals] == [422, 404, 404, 413]
+    for response in refusals:
+        ErrorBody.model_validate_json(response.content)
 
 
 def test_the_page_and_its_files_are_served(client):

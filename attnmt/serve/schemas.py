@@ -1,4 +1,4 @@
-"""The JSON API's bodies (pydantic, so FastAPI documents them) and the server's limits.
+"""The JSON API's bodies (pydantic: FastAPI documents them, and the routes build them) and the server's limits.
 
 Requests are strict: a number given as a string, a float where an integer belongs, or a key the
 API does not know is a 422 naming the field, not a guess. Types are checked here; the limits,
@@ -102,10 +102,16 @@ def check_limits(request: TranslateRequest | ExplainRequest, limits: Limits) -> 
         raise RequestRefused("max_length", f"at most {limits.max_length}, got {request.max_length}", limits.max_length)
 
 
-# --- responses (documented by /docs; the routes build them as plain dicts) ----------------
+# --- responses: every route builds its body as one of these, so a body cannot drift from /docs ---
 
 
-class Hypothesis(BaseModel):
+class _Response(BaseModel):
+    """A response body: a key the model does not declare is an error (a 500), never sent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Hypothesis(_Response):
     text: str
     tokens: list[str] = Field(description="target tokens, without </s>")
     score: float = Field(description="log-probability / length penalty: what the search ranked by")
@@ -115,19 +121,19 @@ class Hypothesis(BaseModel):
     )
 
 
-class SentenceTranslation(BaseModel):
+class SentenceTranslation(_Response):
     source: str
     source_tokens: list[str]
     hypotheses: list[Hypothesis]
 
 
-class TranslateResponse(BaseModel):
+class TranslateResponse(_Response):
     model: str
     beam_size: int
     translations: list[SentenceTranslation]
 
 
-class Candidate(BaseModel):
+class Candidate(_Response):
     tokens: list[str] = Field(description="the hypothesis so far, its new token last")
     parent: int = Field(description="slot of the beam it extends, among the previous step's kept candidates")
     log_prob: float
@@ -137,7 +143,7 @@ class Candidate(BaseModel):
     attention: list[float] = Field(description="over the source tokens, while choosing its last token")
 
 
-class ExplainResponse(BaseModel):
+class ExplainResponse(_Response):
     model: str
     beam_size: int
     source_tokens: list[str]
@@ -145,7 +151,7 @@ class ExplainResponse(BaseModel):
     hypotheses: list[Hypothesis]
 
 
-class ModelInfo(BaseModel):
+class ModelInfo(_Response):
     name: str
     source_language: str
     target_language: str
@@ -154,7 +160,41 @@ class ModelInfo(BaseModel):
     decoding: dict = Field(description="the run's default beam size and length penalty")
 
 
-class ErrorBody(BaseModel):
+class ModelsResponse(_Response):
+    models: list[ModelInfo] = Field(description="in the order given to `attnmt serve`; the first is the default")
+
+
+class ExamplesResponse(_Response):
+    model: str
+    split: str = Field(description="always test")
+    sentences: list[str] = Field(description="sources spread over the split")
+
+
+class AnalysedSentence(_Response):
+    index: int = Field(description="its line in the test split, from 0")
+    source: str
+    references: list[str]
+    output: str = Field(description="the translation with the run's decode settings")
+    chrf: float = Field(description="sentence-level chrF")
+    length: int = Field(description="source length in words")
+
+
+class AnalysisResponse(_Response):
+    model: str
+    split: str = Field(description="always test")
+    beam_size: int
+    bleu: float | None = Field(description="corpus BLEU of the sentences below (None for an empty split)")
+    chrf: float | None = Field(description="corpus chrF of the sentences below")
+    sentences: list[AnalysedSentence] = Field(description="worst chrF first")
+
+
+class HealthResponse(_Response):
+    status: str = Field(description="ok")
+    models: list[str]
+    queued: int = Field(description="requests waiting to be decoded")
+
+
+class ErrorBody(_Response):
     error: str = Field(description="what was wrong, in one line")
     field: str | None = Field(None, description="the request field at fault")
-    limit: float | None = Field(None, description="the limit it went over")
+    limit: int | float | None = Field(None, description="the limit it went over")

@@ -1,0 +1,121 @@
+"""The API's routes, on one router over the server's state (`state.ServerState`).
+
+Every route is a plain function of its request and `state: Server`; each JSON route returns its
+response model (`schemas`), which FastAPI documents at /docs and sends as built, so a body can
+never differ from its documentation. Refusals are `RequestRefused`, which the app answers with
+an `ErrorBody` (see `app.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from importlib import resources
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from attnmt.serve.batcher import QueueFull
+from attnmt.serve.catalog import sentence_json
+from attnmt.serve.schemas import (
+    AnalysisResponse,
+    ErrorBody,
+    ExamplesResponse,
+    ExplainRequest,
+    ExplainResponse,
+    HealthResponse,
+    ModelsResponse,
+    RequestRefused,
+    TranslateRequest,
+    TranslateResponse,
+    check_limits,
+)
+from attnmt.serve.state import Server
+from attnmt.utils import UserError
+
+STATIC = resources.files("attnmt.serve") / "static"
+ERRORS = {status: {"model": ErrorBody} for status in (404, 413, 422, 503)}
+
+router = APIRouter()
+
+
+@router.get("/", include_in_schema=False)
+async def page() -> FileResponse:
+    return FileResponse(STATIC / "index.html")
+
+
+@router.get("/health")
+async def health(state: Server) -> HealthResponse:
+    return HealthResponse(status="ok", models=list(state.catalog.runs), queued=state.batcher.pending())
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(state: Server) -> Response:
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/v1/models")
+async def models(state: Server) -> ModelsResponse:
+    return ModelsResponse(models=[run.describe() for run in state.catalog.runs.values()])
+
+
+# exclude_unset: a hypothesis carries `attention` only when the request asked for it
+@router.post("/v1/translate", responses=ERRORS, response_model_exclude_unset=True)
+async def translate(request: TranslateRequest, state: Server) -> TranslateResponse:
+    check_limits(request, state.limits)
+    run = state.served(request.model)
+    options = state.search_options(run, request, request.n_best)
+    try:
+        future = state.batcher.submit(run.name, request.sentences, options)
+    except QueueFull:
+        limit = state.limits.max_queue
+        raise RequestRefused("server", "too many requests queued; try again shortly", limit, 503) from None
+    translations = await state.within_timeout(asyncio.wrap_future(future))
+    return TranslateResponse(
+        model=run.name,
+        beam_size=options.beam_size,
+        translations=[sentence_json(t, request.return_attention) for t in translations],
+    )
+
+
+@router.post("/v1/explain", responses=ERRORS)
+async def explain(request: ExplainRequest, state: Server) -> ExplainResponse:
+    check_limits(request, state.limits)
+    run = state.served(request.model)
+    options = state.search_options(run, request, n_best=1)
+    options = dataclasses.replace(options, n_best=options.beam_size)  # the whole final beam
+
+    def work():
+        with state.compute_lock:
+            return run.translator.explain(request.sentence, options)
+
+    try:
+        explanation = await state.within_timeout(asyncio.to_thread(work))
+    except UserError as error:  # an empty sentence
+        raise RequestRefused("sentence", str(error)) from None
+    return ExplainResponse.model_validate(run.explanation_json(explanation, options.beam_size))
+
+
+@router.get("/v1/models/{name}/examples", responses=ERRORS)
+async def examples(name: str, state: Server) -> ExamplesResponse:
+    run = state.served(name)
+    try:
+        sentences = await asyncio.to_thread(run.examples)
+    except UserError as error:
+        raise RequestRefused("model", f"{name}: its test set cannot be read ({error})", status=404) from None
+    return ExamplesResponse(model=run.name, split="test", sentences=sentences)
+
+
+@router.get("/v1/models/{name}/analysis", responses=ERRORS)
+async def analysis(name: str, state: Server) -> AnalysisResponse:
+    run = state.served(name)
+
+    def translate_in_turn(sentences, options):
+        return state.translate_in_turn(run.name, sentences, options)
+
+    try:
+        body = await asyncio.to_thread(run.analysis, translate_in_turn, state.limits.analysis_sentences)
+    except UserError as error:
+        raise RequestRefused("model", f"{name}: its test set cannot be read ({error})", status=404) from None
+    return AnalysisResponse.model_validate(body)
