@@ -310,6 +310,7 @@ def test_metrics_are_prometheus_text_whose_counters_move_with_the_requests(clien
     assert oversized.status_code == 413
     assert client.get("/v1/models/run/examples").status_code == 200
     assert client.get("/v1/nothing/here").status_code == 404
+    assert client.get("/static/app.js").status_code == 200
     after = scrape(client)
 
     assert moved(before, after, "attnmt_requests_total", path="/v1/translate", status="200") == 2
@@ -317,9 +318,11 @@ def test_metrics_are_prometheus_text_whose_counters_move_with_the_requests(clien
     assert moved(before, after, "attnmt_requests_total", path="/v1/translate", status="413") == 1
     # labelled by the route that answered, not by the path the client typed
     assert moved(before, after, "attnmt_requests_total", path="/v1/models/{name}/examples", status="200") == 1
+    assert moved(before, after, "attnmt_requests_total", path="/static", status="200") == 1
     assert moved(before, after, "attnmt_requests_total", path="other", status="404") == 1
     assert moved(before, after, "attnmt_requests_total", path="/metrics", status="200") == 1  # the first scrape
-    assert not any(dict(labels).get("path", "").startswith(("/v1/models/run", "/v1/nothing")) for _, labels in after)
+    typed = ("/v1/models/run", "/v1/nothing", "/static/")
+    assert not any(dict(labels).get("path", "").startswith(typed) for _, labels in after)
 
     assert moved(before, after, "attnmt_request_seconds_count", path="/v1/translate") == 4
     assert moved(before, after, "attnmt_request_seconds_sum", path="/v1/translate") > 0

@@ -23,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match, Mount, Route
 
 from attnmt import __version__
 from attnmt.serve.catalog import Catalog
@@ -74,44 +75,53 @@ async def _unexpected(request: Request, error: Exception) -> JSONResponse:
     return error_response(500, f"internal error ({type(error).__name__})")
 
 
-def route_label(scope: dict) -> str:
-    """The /metrics label of a request: the template of the route that answered it
-    ("/v1/models/{name}/examples"), never what the client typed, so the labels stay few. The
-    routing leaves the route in the scope; the router is included without a prefix, so its
-    routes' paths are the full templates."""
-    route = scope.get("route")
-    return getattr(route, "path", None) or UNMATCHED
+class RouteLabel:
+    """The /metrics label of a request: the template of the route that matches it
+    ("/v1/models/{name}/examples"; "other" when none does), never what the client typed, so the
+    labels stay few. Matched with Starlette's own `matches`, before the request is answered, so
+    that a request refused before routing (a body over its limit) is labelled by its route too."""
+
+    def __init__(self, routes: Sequence[BaseRoute]):
+        self.routes = [route for route in routes if isinstance(route, (Route, Mount))]
+
+    def __call__(self, scope) -> str:
+        partial = None  # the right path with another method: answered 405
+        for route in self.routes:
+            match, _ = route.matches(scope)
+            if match is Match.FULL:
+                return route.path
+            if match is Match.PARTIAL and partial is None:
+                partial = route.path
+        return partial or UNMATCHED
 
 
 class _Guard:
     """ASGI middleware: counts and times every request by its route, and refuses a body over its
     limit (413) whether it declares its length or streams it."""
 
-    def __init__(self, app, *, metrics: Metrics, max_body_bytes: int):
-        self.app, self.metrics, self.max_body_bytes = app, metrics, max_body_bytes
+    def __init__(self, app, *, metrics: Metrics, label: RouteLabel, max_body_bytes: int):
+        self.app, self.metrics, self.label, self.max_body_bytes = app, metrics, label, max_body_bytes
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         started, status = time.perf_counter(), [500]
+        label = self.label(scope)
 
         async def counting_send(message):
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
             await send(message)
 
-        declared = dict(scope["headers"]).get(b"content-length")
-        too_large = declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes)
-        try:  # routed either way, so that the route (hence the label) is known; the routing sets scope["route"]
-            await self.app(scope, self._refusing if too_large else self._limited(receive), counting_send)
+        try:
+            declared = dict(scope["headers"]).get(b"content-length")
+            if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
+                await self._too_large(scope, receive, counting_send)
+            else:
+                await self.app(scope, self._limited(receive), counting_send)
         finally:
-            label = route_label(scope)
             self.metrics.requests.labels(label, str(status[0])).inc()
             self.metrics.latency.labels(label).observe(time.perf_counter() - started)
-
-    async def _refusing(self):
-        """A body declared over the limit is never read: the route's first read is the 413."""
-        raise HTTPException(413, f"the body is over {self.max_body_bytes:,} bytes")
 
     def _limited(self, receive):
         received = 0
@@ -121,10 +131,14 @@ class _Guard:
             message = await receive()
             received += len(message.get("body", b""))
             if received > self.max_body_bytes:  # FastAPI passes an HTTPException from reading the body on
-                raise HTTPException(413, f"the body is over {self.max_body_bytes:,} bytes")
+                raise HTTPException(413, "the body is too large")
             return message
 
         return limited_receive
+
+    async def _too_large(self, scope, receive, send):
+        response = error_response(413, f"the body is over {self.max_body_bytes:,} bytes", limit=self.max_body_bytes)
+        await response(scope, receive, send)
 
 
 @asynccontextmanager
@@ -147,11 +161,13 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
         lifespan=_lifespan,
     )
     app.state.server = state
-    app.add_middleware(_Guard, metrics=state.metrics, max_body_bytes=state.limits.max_body_bytes)
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestRefused, _refused)
     app.add_exception_handler(Exception, _unexpected)
-    app.include_router(router)
-    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    # FastAPI keeps an included router as one route of its own: the label matches the router's routes
+    label = RouteLabel([*app.routes, *router.routes])
+    app.add_middleware(_Guard, metrics=state.metrics, label=label, max_body_bytes=state.limits.max_body_bytes)
     return app

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from importlib import resources
 
 from fastapi import APIRouter
@@ -86,12 +87,9 @@ async def explain(request: ExplainRequest, state: Server) -> ExplainResponse:
     options = state.search_options(run, request, n_best=1)
     options = dataclasses.replace(options, n_best=options.beam_size)  # the whole final beam
 
-    def work():
-        with state.compute_lock:
-            return run.translator.explain(request.sentence, options)
-
     try:
-        explanation = await state.within_timeout(asyncio.to_thread(work))
+        work = asyncio.to_thread(state.in_turn, run.translator.explain, request.sentence, options)
+        explanation = await state.within_timeout(work)
     except UserError as error:  # an empty sentence
         raise RequestRefused("sentence", str(error)) from None
     return ExplainResponse.model_validate(run.explanation_json(explanation, options.beam_size))
@@ -111,9 +109,7 @@ async def examples(name: str, state: Server) -> ExamplesResponse:
 async def analysis(name: str, state: Server) -> AnalysisResponse:
     run = state.served(name)
 
-    def translate_in_turn(sentences, options):
-        return state.translate_in_turn(run.name, sentences, options)
-
+    translate_in_turn = functools.partial(state.in_turn, state.translate, run.name)
     try:
         body = await asyncio.to_thread(run.analysis, translate_in_turn, state.limits.analysis_sentences)
     except UserError as error:

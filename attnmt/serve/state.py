@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, TypeVar
 
@@ -57,7 +57,7 @@ class ServerState:
     limits: Limits
     metrics: Metrics = field(default_factory=Metrics)
     compute_lock: threading.Lock = field(default_factory=threading.Lock)
-    _batcher: Batcher | None = None
+    _batcher: Batcher | None = field(default=None, init=False)
 
     def start(self) -> None:
         self._batcher = Batcher(
@@ -87,10 +87,10 @@ class ServerState:
         """Decode now, on the calling thread (the batcher's worker calls this with the lock held)."""
         return self.catalog.get(model).translator.translate(sentences, options, warn=lambda message: None)
 
-    def translate_in_turn(self, model: str, sentences: Sequence[str], options: SearchOptions) -> list[Translation]:
-        """Decode on the calling thread, taking turns with the batches."""
+    def in_turn(self, work: Callable[..., Result], *args) -> Result:
+        """`work(*args)` on the calling thread, taking turns with the batches for the cores."""
         with self.compute_lock:
-            return self.translate(model, sentences, options)
+            return work(*args)
 
     def served(self, name: str | None) -> ServedRun:
         """The run a request names (None: the default); any other name is a 404 naming the served ones."""
