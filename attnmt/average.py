@@ -37,7 +37,7 @@ def choose_checkpoints(run_dir: str | Path, *, last: int | None = None, steps: l
     if not folder.is_dir():
         raise UserError(f"{run_dir}: not a run directory with checkpoints (no {folder})")
     if (last is None) == (steps is None):
-        raise UserError("average: give --last N or --steps S1 S2 ..., not both")
+        raise UserError("give the last N checkpoints or the steps to average, not both", field="last")
     if steps is not None:
         chosen = [folder / f"step-{step:07d}" for step in steps]
         missing = [path.name for path in chosen if not (path / WEIGHTS).is_file()]
@@ -46,7 +46,7 @@ def choose_checkpoints(run_dir: str | Path, *, last: int | None = None, steps: l
             raise UserError(f"{folder}: no checkpoint {', '.join(missing)}; the run has {', '.join(kept) or 'none'}")
         return chosen
     if last < 1:
-        raise UserError(f"--last: expected at least 1 checkpoint, got {last}")
+        raise UserError(f"expected at least 1 checkpoint, got {last}", field="last")
     kept = sorted((name for name in read_index(run_dir).kept if not name.startswith(".")), key=_step)
     if len(kept) < last:
         raise UserError(
@@ -90,9 +90,9 @@ def average_checkpoints(checkpoints: list[Path], output: str | Path) -> Path:
     output = Path(output)
     folder = checkpoints[0].parent
     if output.resolve().parent != folder.resolve():
-        raise UserError(f"--output {output}: must be a folder in {folder} (where the run's config is found)")
+        raise UserError(f"{output}: must be a folder in {folder} (where the run's config is found)", field="output")
     if output.name.startswith(("step-", ".")) or output.name == "index.json":
-        raise UserError(f"--output {output}: that name is the trainer's; choose another, such as {DEFAULT_NAME}")
+        raise UserError(f"{output}: that name is the trainer's; choose another, such as {DEFAULT_NAME}", field="output")
     weights = average_weights(checkpoints)
     metas = [read_meta(checkpoint) for checkpoint in checkpoints]
     last = max(metas, key=lambda meta: meta.get("step", -1))

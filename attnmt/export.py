@@ -258,7 +258,7 @@ def _axes(*axes: int) -> dict:
 def check_output(output: Path) -> None:
     """An export may replace an older export, never another folder."""
     if output.exists() and not (output / MANIFEST).is_file() and any(output.iterdir()):
-        raise UserError(f"--output {output}: exists and is not an export; choose a new folder")
+        raise UserError(f"{output}: exists and is not an export; choose a new folder", field="output")
 
 
 def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") -> Path:

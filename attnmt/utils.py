@@ -16,8 +16,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+Say = Callable[[str], None]  # how the library tells the user something: one line, no markup
 
 
 class UserError(Exception):
@@ -25,7 +27,26 @@ class UserError(Exception):
 
     The CLI prints its message as one line on stderr and exits with code 2, never a
     traceback. The message must name the file/line/key and say what was expected.
+
+    When one setting is at fault, `field` names it neutrally (`decode.beam_size`, `checkpoint`,
+    `data_dir`, `train.device`) and `problem` says what is wrong with it; each face renders the
+    field in its own words before the problem: the CLI as its flag (`--beam`), a config as its
+    key, the API as its request field (`beam_size`). `str()` renders the field as it is named.
     """
+
+    def __init__(self, problem: str, *, field: str | None = None):
+        super().__init__(problem)
+        self.problem, self.field = problem, field
+
+    def __str__(self) -> str:
+        return self.rendered(self.field)
+
+    def rendered(self, name: str | None) -> str:
+        """The message with the field called `name` (None: no field shown)."""
+        return f"{name}: {self.problem}" if name else self.problem
+
+    def __reduce__(self):  # worker processes send errors back pickled: keep the field
+        return (type(self), (self.problem,), {"field": self.field})
 
 
 class Interrupted(Exception):
@@ -44,8 +65,9 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def choose_device(requested: str = "auto") -> str:
-    """`auto` picks cuda, then mps, then cpu; an explicit device that is absent is a UserError."""
+def choose_device(requested: str = "auto", *, field: str = "train.device") -> str:
+    """`auto` picks cuda, then mps, then cpu; an explicit device that is absent is a UserError
+    naming `field`, the setting `requested` came from."""
     import torch
 
     available = {
@@ -57,9 +79,9 @@ def choose_device(requested: str = "auto") -> str:
         return next(name for name in ("cuda", "mps", "cpu") if available[name])
     kind = requested.split(":")[0]
     if kind not in available:
-        raise UserError(f"train.device: unknown device {requested!r}; expected auto, cpu, cuda or mps")
+        raise UserError(f"unknown device {requested!r}; expected auto, cpu, cuda or mps", field=field)
     if not available[kind]:
-        raise UserError(f"train.device: {requested!r} was requested but is not available on this machine")
+        raise UserError(f"{requested!r} was requested but is not available on this machine", field=field)
     return requested
 
 

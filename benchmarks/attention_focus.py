@@ -17,7 +17,9 @@ from pathlib import Path
 
 import torch
 
-from attnmt.translate import Translator, split_examples
+from attnmt.evaluation import split_examples
+from attnmt.loading import ModelSpec, load
+from attnmt.translate import Translator
 from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, positive_int, write_results
 from benchmarks.report import markdown_table
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         for run in args.runs:
-            translator = Translator.from_checkpoint(run, device="cpu")
+            translator = load(ModelSpec(run, device="cpu"))
             sentences = [example.src for example in split_examples(translator.config.data, "valid")[: args.sentences]]
             model = translator.config.model
             results.append(

@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from attnmt import __version__
 from attnmt.search import SearchOptions
 from attnmt.serve.batcher import Batcher, QueueFull
-from attnmt.serve.catalog import Catalog, ServedRun, sentence_json
+from attnmt.serve.catalog import Catalog, ServedRun, api_field, sentence_json
 from attnmt.serve.schemas import (
     ErrorBody,
     ExplainRequest,
@@ -157,7 +157,7 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
     compute_lock = threading.Lock()
 
     def translate(model: str, sentences: Sequence[str], options: SearchOptions) -> list[Translation]:
-        return catalog.get(model).translator.translate(sentences, options, warn=lambda message: None)
+        return catalog.get(model).translator.translate(sentences, options, say=lambda message: None)
 
     state: dict[str, Batcher] = {}
 
@@ -214,8 +214,7 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
         try:
             return run.options(request.beam_size, n_best, request.length_penalty, request.max_length)
         except UserError as error:
-            field = "n_best" if "n-best" in str(error) else "beam_size"
-            raise RequestRefused(field, str(error)) from None
+            raise RequestRefused(api_field(error) or "beam_size", error.problem) from None
 
     async def answer_within_limit(work):
         """The awaitable's result, or 503 when it takes longer than the request timeout."""
