@@ -63,9 +63,13 @@ def _limits(args: argparse.Namespace) -> Limits:
         raise UserError(f"{flag}: {error.problem}") from None
 
 
+def models(args: argparse.Namespace) -> list:
+    """The `ModelSpec` of every model served: each run alone, or one ensemble of them all."""
+    spec = model_spec(args, args.runs, data_dir=args.data_dir)
+    return [spec] if args.ensemble else spec.alone()
+
+
 def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.serve.server import serve  # torch and uvicorn: not loaded to build the parser
 
-    limits = _limits(args)
-    spec = model_spec(args, args.runs, data_dir=args.data_dir)
-    serve([spec] if args.ensemble else spec.alone(), host=args.host, port=args.port, limits=limits)
+    serve(models(args), host=args.host, port=args.port, limits=_limits(args))
