@@ -28,6 +28,7 @@ FLAGS = {
     "data_dir": "--data-dir",
     "overrides": "--set",
     "output": "--output",
+    "ref": "--ref",
     "last": "--last",
     "output_dir": "--output-dir",
     "workers": "--workers",
