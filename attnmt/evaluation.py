@@ -256,7 +256,8 @@ def choose_search(
     if beam_size is not None or length_penalty is not None:
         raise UserError("tuning chooses the beam size and the length penalty: give neither", field="tune")
     if scored != "test":
-        raise UserError(f"tunes on the valid split and scores the test split, not the {scored}", field="tune")
+        what = "given files" if scored == "files" else f"the {scored} split"
+        raise UserError(f"tunes on the valid split and scores the test split, not {what}", field="tune")
     beams, penalties = tune_beams or TUNE_BEAMS, tune_penalties or TUNE_PENALTIES
     tuning = tune_search(translator, valid(), beams=beams, penalties=penalties, say=say)
     say(f"tuned on valid: beam {tuning.options.beam_size}, length penalty {tuning.options.length_penalty}")
