@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from benchmarks.browser import chromium, open_page
+from tools.browser import chromium, open_page
 from benchmarks.serving import running_server
 
 try:

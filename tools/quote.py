@@ -1,7 +1,7 @@
 """Tables in the README and docs quoted from committed raw results, and kept equal to them.
 
-    python -m benchmarks.quote README.md docs/performance.md    # rewrite every quoted table
-    python -m benchmarks.quote --check README.md ...            # exit 1 if one differs
+    python -m tools.quote README.md docs/performance.md    # rewrite every quoted table
+    python -m tools.quote --check README.md ...            # exit 1 if one differs
 
 A quoted table follows a marker line naming the results file and the table:
 
@@ -24,10 +24,10 @@ from pathlib import Path
 from benchmarks.engines import engine_rows
 from benchmarks.gpu import gpu_rows
 from benchmarks.large_file import large_file_rows
-from benchmarks.multi30k_table import summary_rows, table_rows
 from benchmarks.peers.report import quality_rows, speed_rows
 from benchmarks.report import headlines, markdown_table, tables
 from benchmarks.serving import serving_rows
+from tools.multi30k_table import summary_rows, table_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- results: (\S+) (\S+) -->")
@@ -196,7 +196,7 @@ def requote(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.quote", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.quote", description=__doc__.split("\n\n")[0])
     parser.add_argument("documents", nargs="+", type=Path)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
     args = parser.parse_args(argv)
