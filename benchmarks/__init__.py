@@ -16,6 +16,7 @@
 - `profiling`: torch.profiler's top operators over a few training steps or a decoding.
 - `ab_search`: this checkout's search against a git revision's, outputs checked identical.
 - `optimizer`: fused against default Adam.
+- `fsync`: what syncing a checkpoint to the disk costs.
 
 Nothing in `attnmt` imports this package.
 """

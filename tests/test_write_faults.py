@@ -231,3 +231,16 @@ def test_a_checkpoint_and_its_index_are_synced_to_the_disk_before_the_save_retur
     # the checkpoint's rename is synced before the index is written, the index's rename after
     assert str(folder) in after_files[: after_files.index(index_tmp)] and later == [str(folder)]
     assert resolve_checkpoint(tmp_path).name == "step-0000001"
+
+
+def test_the_fsync_benchmark_writes_its_raw_result_and_removes_its_run(tmp_path, capsys):
+    from benchmarks import fsync
+
+    path = tmp_path / "fsync.json"
+    assert fsync.main(["--repeats", "1", "--folder", str(tmp_path), "--json", str(path)]) == 0
+    result = json.loads(path.read_text())
+    assert result["command"] == f"python -m benchmarks.fsync --repeats 1 --folder {tmp_path} --json {path}"
+    assert [len(result["seconds"][kind]["values"]) for kind in ("fsync", "no_fsync")] == [1, 1]
+    assert result["parameters"] > 9_000_000 and result["machine"]["torch"] and result["file_system"]
+    assert "with fsync" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == [path]
