@@ -133,7 +133,7 @@ _UMASK = _read_umask()
 
 def sync_file(path: str | os.PathLike) -> None:
     """Wait until the file's data is on the disk (fsync), not only in the page cache."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDWR if os.name == "nt" else os.O_RDONLY)  # Windows syncs only what it may write
     try:
         os.fsync(fd)
     finally:
