@@ -22,7 +22,7 @@ from attnmt.config import load_config
 from attnmt.quantize import BLEU_BOUND
 from attnmt.quantize import CHOICES as QUANTIZE_CHOICES
 from attnmt.tables import length_table, scores_table, stats_table
-from attnmt.utils import Interrupted, UserError, atomic_path, write_text_atomic
+from attnmt.utils import Interrupted, UserError, WriteFailed, atomic_path, write_text_atomic
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -223,8 +223,8 @@ def _run_data_stats(args: argparse.Namespace, console: Console) -> None:
     if args.json_path:
         try:
             write_text_atomic(args.json_path, json.dumps(figures, indent=2) + "\n")
-        except OSError as exc:  # a folder, a read-only place, a full disk
-            raise UserError(f"--json {args.json_path}: cannot write ({exc.strerror or exc})") from None
+        except WriteFailed as error:  # a folder, a read-only place, a full disk
+            raise UserError(f"--json {error}") from None
 
 
 def _run_train(args: argparse.Namespace, console: Console) -> None:

@@ -26,6 +26,7 @@ one line each (`tests/test_tools.py` holds it to the files present):
 - `profiling`: torch.profiler's top operators over a few training steps or a decoding.
 - `ab_search`: this checkout's search against a git revision's, outputs checked identical.
 - `optimizer`: fused against default Adam.
+- `fsync`: what syncing a checkpoint to the disk costs.
 
 Nothing in `attnmt` imports this package, and nothing here imports `tools`.
 """
