@@ -10,18 +10,14 @@ not name it, so training never prunes it, and it cannot be resumed (it has no tr
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
-from attnmt.checkpoint import META, WEIGHTS, checkpoints_dir, read_index, read_meta
-from attnmt.utils import UserError
+from attnmt.checkpoint import WEIGHTS, checkpoints_dir, read_index, read_meta, write_meta, write_weights
+from attnmt.utils import UserError, atomic_folder
 
 DEFAULT_NAME = "averaged"
 
@@ -103,18 +99,7 @@ def average_checkpoints(checkpoints: list[Path], output: str | Path) -> Path:
         "tokens": last.get("tokens"),
         "averaged": [checkpoint.name for checkpoint in checkpoints],
     }
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=folder))
-    try:
-        save_file(weights, str(staging / WEIGHTS))
-        (staging / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        if output.exists():
-            old = output.with_name(f".replaced-{output.name}-{os.getpid()}")
-            os.replace(output, old)
-            os.replace(staging, output)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, output)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise UserError(f"{output}: cannot write the averaged checkpoint ({exc.strerror or exc})") from None
+    with atomic_folder(output) as staging:
+        write_weights(staging / WEIGHTS, weights)
+        write_meta(staging, meta)
     return output

@@ -36,7 +36,7 @@ from attnmt.quantize import BLEU_BOUND, quantize_export
 from attnmt.search import SearchOptions
 from attnmt.tokenize import WordTokenizer
 from attnmt.translate import Translator
-from attnmt.utils import Say, UserError, write_text_atomic
+from attnmt.utils import Say, UserError, WriteFailed, write_text_atomic
 
 
 def _quiet(line: str) -> None:
@@ -287,6 +287,9 @@ def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test
             write_text_atomic(out_dir / f"hypotheses-{index}.txt", hypotheses)
         length_plot(length_points(results), out_dir / "length.png")
         write_text_atomic(out_dir / "evaluation.json", json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+    except WriteFailed as error:  # a full disk: the file it names, and what is intact
+        error.field = "output_dir"
+        raise
     except OSError as exc:
         raise UserError(f"{out_dir}: cannot write the evaluation ({exc.strerror or exc})", field="output_dir") from None
     return out_dir

@@ -19,6 +19,7 @@ from attnmt.loading import ModelSpec, load
 from attnmt.textfiles import decode_lines, read_input
 from attnmt.translate import MAX_SOURCE_TOKENS, Translator, heatmap, nbest_lines
 from attnmt.utils import UserError
+from tests.conftest import is_score
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +207,7 @@ def test_evaluate_runs_names_each_result_compares_it_to_the_first_and_writes_it(
     )
     assert [r.name for r in results] == [reverse_run.name, last.name] and len(notes) == 2
     assert results[1].checkpoint == last and results[0].bootstrap.p_value is None
-    assert results[1].bootstrap is not None and 0 <= results[1].bootstrap.mean <= 100
+    assert results[1].bootstrap is not None and is_score(results[1].bootstrap.mean)
     out = write_evaluation(results, tmp_path / "eval", {"split": "test"})
     figures = json.loads((out / "evaluation.json").read_text())
     assert figures["split"] == "test" and [run["name"] for run in figures["runs"]] == [reverse_run.name, last.name]

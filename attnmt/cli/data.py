@@ -10,7 +10,7 @@ from rich.console import Console
 from attnmt.cli.common import add_config_arguments, add_data_dir
 from attnmt.config import load_config
 from attnmt.tables import stats_table
-from attnmt.utils import UserError, write_text_atomic
+from attnmt.utils import UserError, WriteFailed, write_text_atomic
 
 
 def add_parser(commands) -> None:
@@ -36,5 +36,5 @@ def run(args: argparse.Namespace, console: Console) -> None:
     if args.json_path:
         try:
             write_text_atomic(args.json_path, json.dumps(figures, indent=2) + "\n")
-        except OSError as exc:  # a folder, a read-only place, a full disk
-            raise UserError(f"--json {args.json_path}: cannot write ({exc.strerror or exc})") from None
+        except WriteFailed as error:  # a folder, a read-only place, a full disk
+            raise UserError(f"--json {error}") from None
