@@ -10,18 +10,14 @@ not name it, so training never prunes it, and it cannot be resumed (it has no tr
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
-from attnmt.checkpoint import META, WEIGHTS, checkpoints_dir, read_index, read_meta
-from attnmt.utils import UserError
+from attnmt.checkpoint import WEIGHTS, checkpoints_dir, read_index, read_meta, write_meta, write_weights
+from attnmt.utils import UserError, atomic_folder
 
 DEFAULT_NAME = "averaged"
 
@@ -37,7 +33,7 @@ def choose_checkpoints(run_dir: str | Path, *, last: int | None = None, steps: l
     if not folder.is_dir():
         raise UserError(f"{run_dir}: not a run directory with checkpoints (no {folder})")
     if (last is None) == (steps is None):
-        raise UserError("average: give --last N or --steps S1 S2 ..., not both")
+        raise UserError("give the last N checkpoints or the steps to average, not both", field="last")
     if steps is not None:
         chosen = [folder / f"step-{step:07d}" for step in steps]
         missing = [path.name for path in chosen if not (path / WEIGHTS).is_file()]
@@ -46,7 +42,7 @@ def choose_checkpoints(run_dir: str | Path, *, last: int | None = None, steps: l
             raise UserError(f"{folder}: no checkpoint {', '.join(missing)}; the run has {', '.join(kept) or 'none'}")
         return chosen
     if last < 1:
-        raise UserError(f"--last: expected at least 1 checkpoint, got {last}")
+        raise UserError(f"expected at least 1 checkpoint, got {last}", field="last")
     kept = sorted((name for name in read_index(run_dir).kept if not name.startswith(".")), key=_step)
     if len(kept) < last:
         raise UserError(
@@ -90,9 +86,9 @@ def average_checkpoints(checkpoints: list[Path], output: str | Path) -> Path:
     output = Path(output)
     folder = checkpoints[0].parent
     if output.resolve().parent != folder.resolve():
-        raise UserError(f"--output {output}: must be a folder in {folder} (where the run's config is found)")
+        raise UserError(f"{output}: must be a folder in {folder} (where the run's config is found)", field="output")
     if output.name.startswith(("step-", ".")) or output.name == "index.json":
-        raise UserError(f"--output {output}: that name is the trainer's; choose another, such as {DEFAULT_NAME}")
+        raise UserError(f"{output}: that name is the trainer's; choose another, such as {DEFAULT_NAME}", field="output")
     weights = average_weights(checkpoints)
     metas = [read_meta(checkpoint) for checkpoint in checkpoints]
     last = max(metas, key=lambda meta: meta.get("step", -1))
@@ -103,18 +99,7 @@ def average_checkpoints(checkpoints: list[Path], output: str | Path) -> Path:
         "tokens": last.get("tokens"),
         "averaged": [checkpoint.name for checkpoint in checkpoints],
     }
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=folder))
-    try:
-        save_file(weights, str(staging / WEIGHTS))
-        (staging / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        if output.exists():
-            old = output.with_name(f".replaced-{output.name}-{os.getpid()}")
-            os.replace(output, old)
-            os.replace(staging, output)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, output)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise UserError(f"{output}: cannot write the averaged checkpoint ({exc.strerror or exc})") from None
+    with atomic_folder(output) as staging:
+        write_weights(staging / WEIGHTS, weights)
+        write_meta(staging, meta)
     return output

@@ -6,9 +6,11 @@ Layout inside a run directory:
     checkpoints/step-0000500/{model.safetensors, trainer.pt, meta.json}
     checkpoints/index.json   {"last": "step-0000500", "best": "step-0000500", ...}
 
-Each checkpoint is written into a hidden folder and renamed into place, then the index is
-replaced atomically; nothing the index names is ever removed or half-written, so a kill at
-any moment (SIGKILL included) leaves checkpoints that load and a run that resumes.
+Each checkpoint is written into a hidden folder, synced to the disk and renamed into place,
+then the index is replaced atomically; nothing the index names is ever removed or
+half-written, so a kill at any moment (SIGKILL included) leaves checkpoints that load and a
+run that resumes. A save that fails (a full disk) is a `WriteFailed` naming the file, with
+the index and the checkpoints it names untouched.
 Weights are safetensors (no pickle at all); the trainer state is loaded with
 `weights_only=True`, so loading never runs code from a file.
 """
@@ -18,18 +20,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as serialize_weights
 
 from attnmt.config import Config, load_config
 from attnmt.model import Seq2Seq, build_model
-from attnmt.utils import UserError, write_text_atomic
+from attnmt.utils import UserError, atomic_folder, naming_file, sync_folder, write_text_atomic
 from attnmt.vocab import Vocab
 
 INDEX = "index.json"
@@ -126,6 +128,7 @@ def save_checkpoint(
         index = _promote(run_dir, index, staging)
     else:
         os.replace(staging, final)
+        sync_folder(folder)  # the new name on the disk before an index names it
         _fault_point("checkpoint in place")
     updated = _updated_index(index, name, score, higher_is_better, keep)
     _write_index(run_dir, updated)
@@ -141,16 +144,58 @@ def _fault_point(what: str) -> None:
 
 
 def _write_staging(folder: Path, name: str, model: torch.nn.Module, trainer_state: dict, meta: dict) -> Path:
-    """A complete checkpoint under a hidden name."""
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder))
-    _fault_point("staging folder created")
-    save_file(state_dict_for_saving(model), str(staging / WEIGHTS))
-    _fault_point("weights written")
-    torch.save(trainer_state, staging / TRAINER_STATE)
-    _fault_point("trainer state written")
-    (staging / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    _fault_point("meta written")
+    """A complete checkpoint, synced to the disk, under a hidden name."""
+    with atomic_folder(folder / name, rename=False) as staging:
+        _fault_point("staging folder created")
+        write_weights(staging / WEIGHTS, state_dict_for_saving(model))
+        _fault_point("weights written")
+        _write_trainer_state(staging / TRAINER_STATE, trainer_state)
+        _fault_point("trainer state written")
+        write_meta(staging, meta)
+        _fault_point("meta written")
     return staging
+
+
+def write_weights(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """Weights as safetensors, written by Python from the serialized bytes: safetensors' own
+    file writer reports a full disk as a SafetensorError that carries the errno only in its text."""
+    data = serialize_weights(tensors)
+    with naming_file(path):
+        path.write_bytes(data)
+
+
+def write_meta(checkpoint: Path, meta: dict[str, Any]) -> None:
+    with naming_file(checkpoint / META):
+        (checkpoint / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
+class _KeepsWriteError:
+    """A file handle for torch.save that keeps the OSError of a failed write: torch reports
+    it as a RuntimeError of its own."""
+
+    def __init__(self, handle) -> None:
+        self.handle, self.error = handle, None
+
+    def write(self, data) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+
+def _write_trainer_state(path: Path, trainer_state: dict) -> None:
+    with naming_file(path), path.open("wb") as handle:
+        keeping = _KeepsWriteError(handle)
+        try:
+            torch.save(trainer_state, keeping)
+        except RuntimeError:
+            if keeping.error is None:
+                raise
+            raise keeping.error from None
 
 
 def _promote(run_dir: Path, index: CheckpointIndex, hidden: Path) -> CheckpointIndex:
@@ -178,14 +223,13 @@ def _remove(path: Path) -> None:
 def _copy_by_links(source: Path, destination: Path) -> None:
     """A complete copy of a checkpoint folder appearing at once (hard links where the file system
     has them: no data copied)."""
-    building = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
-    for file in source.iterdir():
-        try:
-            os.link(file, building / file.name)
-        except OSError:
-            shutil.copy2(file, building / file.name)
-    _fault_point("copy built")
-    os.replace(building, destination)
+    with atomic_folder(destination) as building:
+        for file in source.iterdir():
+            try:
+                os.link(file, building / file.name)
+            except OSError:
+                shutil.copy2(file, building / file.name)
+        _fault_point("copy built")
     _fault_point("copy in place")
 
 

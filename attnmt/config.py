@@ -143,7 +143,7 @@ class TrainConfig(_Section):
 
 class DecodeConfig(_Section):
     beam_size: int = Field(5, ge=1)
-    n_best: int = Field(1, ge=1)
+    n_best: int = Field(1, ge=1, description="hypotheses `attnmt translate` prints a sentence (its --n-best default)")
     length_penalty: float = Field(1.0, ge=0.0, description="GNMT alpha; 0 = raw log-probability")
     max_length_a: float = Field(1.5, ge=0.0, description="max output length = a * source length + b")
     max_length_b: int = Field(10, ge=1)
@@ -151,6 +151,12 @@ class DecodeConfig(_Section):
     batch_tokens: int | None = Field(
         8000, ge=1, description="at most this many padded source tokens per batch, each beam hypothesis counted"
     )
+
+    @model_validator(mode="after")
+    def _n_best_within_the_beam(self) -> DecodeConfig:
+        if self.n_best > self.beam_size:
+            raise ValueError(f"n_best ({self.n_best}) cannot exceed beam_size ({self.beam_size})")
+        return self
 
 
 class Config(_Section):
@@ -202,13 +208,13 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
     """Apply one `section.key=value` override in place; the value is parsed as YAML."""
     dotted, sep, value_text = assignment.partition("=")
     if not sep or not dotted.strip():
-        raise ConfigError(f"--set {assignment!r}: expected section.key=value")
+        raise ConfigError(f"{assignment!r}: expected section.key=value", field="overrides")
     keys = dotted.strip().split(".")
     node = raw
     for key in keys[:-1]:
         child = node.setdefault(key, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"--set {assignment!r}: {key!r} is not a section")
+            raise ConfigError(f"{assignment!r}: {key!r} is not a section", field="overrides")
         node = child
     try:
         node[keys[-1]] = yaml.safe_load(value_text) if value_text.strip() else None

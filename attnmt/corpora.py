@@ -124,7 +124,7 @@ def read_test_files(src_path: str, ref_paths: Sequence[str]) -> list[Example]:
     """Examples from a source file and one or more line-aligned reference files. A reference
     line left empty just means fewer references for that sentence."""
     if not ref_paths:
-        raise UserError("--src needs at least one --ref file")
+        raise UserError("the source file needs at least one reference file", field="ref")
     sources = read_input(src_path)
     columns = []
     for ref_path in ref_paths:
@@ -136,7 +136,7 @@ def read_test_files(src_path: str, ref_paths: Sequence[str]) -> list[Example]:
     for line, (source, *refs) in enumerate(zip(sources, *columns, strict=True), 1):
         kept = tuple(ref.strip() for ref in refs if ref.strip())
         if not kept:
-            raise UserError(f"{ref_paths[0]}:{line}: no reference for this sentence in any --ref file")
+            raise UserError(f"{ref_paths[0]}:{line}: no reference for this sentence in any reference file")
         examples.append(Example(src=source.strip(), refs=kept))
     return examples
 

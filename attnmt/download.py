@@ -23,7 +23,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.utils import UserError, atomic_path
+from attnmt.utils import UserError, WriteFailed, atomic_path
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,9 @@ def download(name: str, searched: list[Path] | tuple[Path, ...] = ()) -> Path:
                 _fetch_verified(remote, partial, hint)
             else:
                 _fetch_archive_member(remote, partial, hint)
-    except OSError as exc:  # the cache itself: not writable, disk full
+    except WriteFailed as error:  # the cache itself: not writable, disk full
+        raise UserError(f"{error.failure}; set ATTNMT_CACHE to a writable folder") from None
+    except OSError as exc:
         raise UserError(f"cannot write {destination} ({exc}); set ATTNMT_CACHE to a writable folder") from None
     return destination
 

@@ -42,7 +42,7 @@ from torch import nn
 from attnmt.checkpoint import load_trained
 from attnmt.decoder import DecoderState, EncoderOutput
 from attnmt.model import Seq2Seq
-from attnmt.utils import UserError
+from attnmt.utils import UserError, atomic_folder, naming_file, replace_folder
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -227,10 +227,12 @@ def _export_graph(module: nn.Module, args: tuple, path: Path, names: dict, dynam
                 opset_version=OPSET,
                 verbose=False,
             )
-            program.save(str(path), external_data=False)
+            with naming_file(path):
+                program.save(str(path), external_data=False)
     finally:
         exporter_log.setLevel(level)
-    _forget_traced_shapes(path)
+    with naming_file(path):
+        _forget_traced_shapes(path)
 
 
 def _forget_traced_shapes(path: Path) -> None:
@@ -258,7 +260,7 @@ def _axes(*axes: int) -> dict:
 def check_output(output: Path) -> None:
     """An export may replace an older export, never another folder."""
     if output.exists() and not (output / MANIFEST).is_file() and any(output.iterdir()):
-        raise UserError(f"--output {output}: exists and is not an export; choose a new folder")
+        raise UserError(f"{output}: exists and is not an export; choose a new folder", field="output")
 
 
 def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") -> Path:
@@ -283,9 +285,7 @@ def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") ->
     state = tuple(getattr(first_state, name) for name in present)
     batch_axis = {"hidden": 1, "cell": 1, "feed": 0}
     names = _graph_io(present)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
+    with atomic_folder(output) as staging:
         _export_graph(encoder, (src, lengths), staging / "encoder.onnx", names["encoder"], (_axes(0, 1), _axes(0)))
         _export_graph(_Init(model), (final_hidden,), staging / "init.onnx", names["init"], (_axes(1),))
         keys_axes = _axes(0, 1) if projected_keys.dim() > 2 else _axes(0)  # none: one fixed context (B, H_enc)
@@ -297,7 +297,8 @@ def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") ->
             (_axes(0), _axes(0, 1), keys_axes, _axes(0, 1), tuple(_axes(batch_axis[name]) for name in present)),
         )
         for file in _run_files(trained.run_dir):
-            shutil.copyfile(file, staging / file.name)
+            with naming_file(staging / file.name):
+                shutil.copyfile(file, staging / file.name)
         manifest = {
             "format": FORMAT,
             "attnmt": attnmt.__version__,
@@ -315,26 +316,17 @@ def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") ->
             "quantization": "none",
         }
         write_manifest(staging, manifest)
-        replace_export(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return output
 
 
 def write_manifest(directory: Path, manifest: dict) -> None:
     """Write `manifest` into `directory` with the sha256 of every other file there."""
     files = {file.name: _sha256(file) for file in sorted(directory.iterdir()) if file.name != MANIFEST}
-    (directory / MANIFEST).write_text(json.dumps(manifest | {"files": files}, indent=2) + "\n", encoding="utf-8")
+    with naming_file(directory / MANIFEST):
+        (directory / MANIFEST).write_text(json.dumps(manifest | {"files": files}, indent=2) + "\n", encoding="utf-8")
 
 
 def replace_export(staging: Path, output: Path) -> None:
-    """Move the finished `staging` folder to `output`; an old export there goes only once the new one is in place."""
-    if not output.exists():
-        staging.rename(output)
-        return
-    old = output.with_name(f".{output.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    output.rename(old)
-    staging.rename(output)
-    shutil.rmtree(old, ignore_errors=True)
+    """Move the finished export folder `staging` to `output`, synced to the disk; an old export
+    there goes only once the new one is in place."""
+    replace_folder(staging, output)

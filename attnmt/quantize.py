@@ -45,7 +45,7 @@ def quantize_model(model: nn.Module) -> nn.Module:
     from torch.ao.quantization import default_dynamic_qconfig, quantize_dynamic
 
     if any(parameter.device.type != "cpu" for parameter in model.parameters()):
-        raise UserError("--quantize int8 runs on the CPU: add --device cpu")
+        raise UserError("int8 runs on the CPU; choose the cpu device", field="device")
     spec = {nn.Linear: default_dynamic_qconfig, "encoder.rnn": default_dynamic_qconfig}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch announces its quantized tensors' future deprecation
@@ -59,7 +59,7 @@ def quantize_export(source: str | Path, output: str | Path) -> Path:
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError:
-        raise UserError("--quantize int8 of an export needs onnxruntime: pip install 'attnmt[onnx]'") from None
+        raise UserError("int8 of an export needs onnxruntime: pip install 'attnmt[onnx]'", field="quantize") from None
     export = read_export(source)
     if export.manifest.get("quantization", "none") != "none":
         raise UserError(f"{source}: already quantized ({export.manifest['quantization']})")

@@ -3,19 +3,25 @@
 metrics.jsonl holds one JSON record per line, each with a "step" (training records:
 train_loss, lr, tokens_per_s, elapsed; validation records: valid_loss, valid_ppl, valid_bleu,
 best). It is what `attnmt plot curves` and sweeps read.
+
+A record is appended as one write of one line. A write cut short (a full disk, a power loss,
+a reader looking while a line is written) can leave a torn last line: readers skip it, and a
+resume drops it. A line that does not parse anywhere else is an error naming the line.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from attnmt.utils import UserError, write_text_atomic
+from attnmt.utils import NO_ROOM, UserError, WriteFailed, write_text_atomic
 
 
 class MetricsLog:
@@ -25,11 +31,13 @@ class MetricsLog:
         self.path = run_dir / "metrics.jsonl"
         self.enabled = enabled
         self.writer = None
+        self.torn_line: int | None = None  # the number of a torn last line a resume dropped
         if not enabled:
             return
         if resume_step is not None and self.path.exists():  # drop records a killed run wrote after its checkpoint
-            kept = [line for line in self.path.read_text().splitlines() if json.loads(line)["step"] <= resume_step]
-            write_text_atomic(self.path, "".join(line + "\n" for line in kept))
+            lines, self.torn_line = _record_lines(self.path)
+            kept = [line for line in lines if line.record["step"] <= resume_step]
+            write_text_atomic(self.path, "".join(line.text + "\n" for line in kept))
         elif resume_step is None:
             write_text_atomic(self.path, "")
         try:
@@ -42,8 +50,18 @@ class MetricsLog:
     def write(self, record: dict) -> None:
         if not self.enabled:
             return
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+        line = (json.dumps(record) + "\n").encode("utf-8")
+        with self.path.open("ab", buffering=0) as handle:  # unbuffered: a failed write fails here
+            end = handle.seek(0, os.SEEK_END)
+            try:
+                written = 0
+                while written < len(line):  # a write may stop short of a size limit before failing
+                    written += handle.write(line[written:])
+            except OSError as exc:
+                if exc.errno not in NO_ROOM:
+                    raise
+                handle.truncate(end)  # no torn line left behind: the records before it stay whole
+                raise WriteFailed(self.path, exc, "a record", intact="the records before it are intact") from None
         if self.writer is not None:
             for key, value in record.items():
                 if key != "step" and isinstance(value, int | float) and math.isfinite(value):
@@ -106,15 +124,39 @@ class ProgressDisplay:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
-    """The records of a run's metrics.jsonl, oldest first (a UserError naming a bad line)."""
+    """The records of a run's metrics.jsonl, oldest first (a UserError naming a bad line; a torn
+    last line is left out)."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         raise UserError(f"{run_dir}: no metrics.jsonl here; expected a run directory written by attnmt train")
-    records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}:{number}: not a JSON record ({exc.msg})") from None
-    return records
+    return [line.record for line in _record_lines(path)[0]]
+
+
+@dataclass(frozen=True)
+class _Line:
+    text: str
+    record: dict
+
+
+def _record_lines(path: Path) -> tuple[list[_Line], int | None]:
+    """The records of `path` with their text, and the number of a torn last line left out (None
+    if none). A record must be a JSON object with a "step"; a bad line before the last is a UserError."""
+    numbered = [
+        (number, line)
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if line.strip()
+    ]
+    lines = []
+    for number, text in numbered:
+        try:
+            record = json.loads(text)
+            problem = None if isinstance(record, dict) and isinstance(record.get("step"), int) else "no step"
+        except json.JSONDecodeError as exc:
+            problem = exc.msg
+        if problem is None:
+            lines.append(_Line(text, record))
+        elif number == numbered[-1][0]:
+            return lines, number
+        else:
+            raise UserError(f"{path}:{number}: not a JSON record with a step ({problem})")
+    return lines, None

@@ -32,7 +32,7 @@ class SearchOptions:
     beam_size 1 with n_best 1 is greedy search. length_penalty is GNMT's alpha (0 ranks by raw
     log-probability). Each sentence may produce at most max_length_a * source length +
     max_length_b tokens, EOS included, and never more than max_length when that is set.
-    Impossible settings are a UserError saying why.
+    Impossible settings are a UserError naming the setting (`decode.beam_size`, ...) and saying why.
     """
 
     beam_size: int = 1
@@ -44,21 +44,28 @@ class SearchOptions:
 
     def __post_init__(self) -> None:
         if self.length_penalty < 0:
-            raise UserError(f"length penalty must be >= 0 (0 = raw log-probability), got {self.length_penalty}")
+            raise UserError(
+                f"length penalty must be >= 0 (0 = raw log-probability), got {self.length_penalty}",
+                field="decode.length_penalty",
+            )
         if self.beam_size < 1:
-            raise UserError(f"beam size must be at least 1, got {self.beam_size}")
+            raise UserError(f"beam size must be at least 1, got {self.beam_size}", field="decode.beam_size")
         if self.n_best < 1:
-            raise UserError(f"n-best must be at least 1, got {self.n_best}")
+            raise UserError(f"n-best must be at least 1, got {self.n_best}", field="decode.n_best")
         if self.n_best > self.beam_size:
             raise UserError(
-                f"n-best ({self.n_best}) cannot exceed the beam size ({self.beam_size}); raise the beam size"
+                f"n-best ({self.n_best}) cannot exceed the beam size ({self.beam_size}); raise the beam size",
+                field="decode.n_best",
             )
         if self.max_length_a < 0 or self.max_length_b < 1:
             raise UserError(
-                f"need max_length_a >= 0 and max_length_b >= 1, got {self.max_length_a} and {self.max_length_b}"
+                f"need max_length_a >= 0 and max_length_b >= 1, got {self.max_length_a} and {self.max_length_b}",
+                field="decode.max_length_a" if self.max_length_a < 0 else "decode.max_length_b",
             )
         if self.max_length is not None and self.max_length < 1:
-            raise UserError(f"max length must be at least 1 token (EOS counts), got {self.max_length}")
+            raise UserError(
+                f"max length must be at least 1 token (EOS counts), got {self.max_length}", field="max_length"
+            )
 
     @classmethod
     def from_config(cls, decode, **overrides) -> SearchOptions:

@@ -5,8 +5,8 @@ sorts the sentences by length (little padding) and gives the results back in inp
 the output is the input's order whatever the window or the number of workers. At most
 `workers + 1` windows are held at once: memory depends on the window, never on the file.
 
-Worker processes each load the model once (their own `Translator`, torch threads divided
-among them) and translate whole windows; the parent reads, hands out windows and writes the
+Worker processes each load the model once (`loading.load` of the `ModelSpec` they are given;
+torch threads divided among them) and translate whole windows; the parent reads, hands out windows and writes the
 results in order. On a CPU, several single-threaded processes can beat one process with
 several threads when batches are too small to keep the threads busy.
 """
@@ -20,32 +20,13 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
 from itertools import islice
 
+from attnmt.loading import ModelSpec, load
 from attnmt.search import SearchOptions
 from attnmt.translate import Translation, Translator
 
 WINDOW = 5000  # sentences sorted and translated together
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """How a worker process loads the model: what `Translator.load` takes."""
-
-    path: str
-    which: str = "best"
-    device: str = "auto"
-    engine: str = "auto"
-    quantize: str = "none"
-    ensemble: tuple[str, ...] = ()  # further runs that decode with `path` as one ensemble
-    attention: str | int = "mean"  # an ensemble's attention: the mean, or one member's
-
-    def load(self) -> Translator:
-        where = {"which": self.which, "device": self.device, "engine": self.engine, "quantize": self.quantize}
-        if not self.ensemble:
-            return Translator.load(self.path, **where)
-        return Translator.ensemble([self.path, *self.ensemble], **where, attention=self.attention)
 
 
 def windows(lines: Iterable[str], size: int = WINDOW) -> Iterator[list[str]]:
@@ -58,12 +39,12 @@ def windows(lines: Iterable[str], size: int = WINDOW) -> Iterator[list[str]]:
 _worker_translator: Translator | None = None  # one per worker process
 
 
-def _start_worker(source: ModelSource, threads: int) -> None:
+def _start_worker(spec: ModelSpec, threads: int) -> None:
     import torch
 
     global _worker_translator
     torch.set_num_threads(threads)
-    _worker_translator = source.load()
+    _worker_translator = load(spec)
 
 
 def _translate_in_worker(sentences: list[str], options: SearchOptions, first_number: int) -> list[Translation]:
@@ -76,14 +57,15 @@ def translate_windows(
     options: SearchOptions,
     *,
     translator: Translator | None = None,
-    source: ModelSource | None = None,
+    spec: ModelSpec | None = None,
     workers: int = 1,
     window: int = WINDOW,
 ) -> Iterator[list[Translation]]:
     """The translations of `lines` a window at a time, in input order.
 
     One process uses `translator`; with `workers` > 1, each of that many processes loads the
-    model as `source` says, and the CPU's threads are shared among them.
+    model `spec` describes, and the CPU's threads are shared among them. A spec that needs
+    exporting (a run on onnxruntime) should be `spec.exported()` first, or each worker exports.
     """
     if workers <= 1:
         assert translator is not None, "one process translates with the translator it is given"
@@ -92,11 +74,11 @@ def translate_windows(
             yield translator.translate(sentences, options, first_number=first)
             first += len(sentences)
         return
-    assert source is not None, "worker processes need to know how to load the model"
+    assert spec is not None, "worker processes need to know how to load the model"
     threads = max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")  # fork after torch's thread pools start can hang
     with ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_start_worker, initargs=(source, threads)
+        workers, mp_context=context, initializer=_start_worker, initargs=(spec, threads)
     ) as pool:
         pending: deque[Future] = deque()
         first = 1

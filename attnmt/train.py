@@ -13,6 +13,7 @@ DistributedDataParallel averages the gradients.
 from __future__ import annotations
 
 import random
+import shlex
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
@@ -30,7 +31,7 @@ from attnmt.model import build_model
 from attnmt.runlog import MetricsLog, ProgressDisplay
 from attnmt.schedules import lr_multiplier, teacher_forcing_ratio
 from attnmt.search import SearchOptions, decode_all
-from attnmt.utils import Interrupted, StopSignal, UserError, choose_device, seed_everything
+from attnmt.utils import Interrupted, StopSignal, UserError, WriteFailed, choose_device, seed_everything
 from attnmt.vocab import PAD
 
 
@@ -226,6 +227,8 @@ class Trainer:
             total_steps=config.train.max_steps, total_minutes=config.train.max_minutes, enabled=self.context.is_main
         )
         self._warn_about_left_out_pairs()
+        if self.metrics.torn_line is not None:
+            self.say(f"{self.metrics.path}:{self.metrics.torn_line}: dropped a torn last line (a write cut short)")
 
     def _warn_about_left_out_pairs(self) -> None:
         dropped = self.bundle.splits.dropped_summary()
@@ -306,7 +309,21 @@ class Trainer:
         return self.progress.step - updates
 
     def run(self) -> dict:
-        """Train until a limit, early stopping or a signal; validate and checkpoint on the way."""
+        """Train until a limit, early stopping or a signal; validate and checkpoint on the way.
+        A write that fails (a full disk) stops the run with one error saying what is intact."""
+        try:
+            return self._train()
+        except WriteFailed as error:
+            last = read_index(self.run_dir).last
+            resume = f"attnmt train --resume {shlex.quote(str(self.run_dir))}"
+            intact = (
+                f"the last complete checkpoint {last} is intact; free space and resume with: {resume}"
+                if last
+                else "no checkpoint is complete yet; free space and train again"
+            )
+            raise UserError(f"{error.failure}; {intact}") from None
+
+    def _train(self) -> dict:
         train, progress = self.config.train, self.progress
         stream = self.sampler.iterate(progress.epoch, progress.position)
         started, elapsed_before = time.perf_counter(), progress.elapsed

@@ -1,4 +1,4 @@
-"""Small shared pieces: the user-error type, seeding, device choice, atomic writes.
+"""Small shared pieces: the user-error type, seeding, device choice, atomic and durable writes.
 
 This module is a leaf: it imports nothing from attnmt, so every other module may use it.
 Torch is imported lazily so that `config` and the data tools stay light.
@@ -7,17 +7,21 @@ Torch is imported lazily so that `config` and the data tools stay light.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import platform
 import random
+import shutil
 import signal
 import socket
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+Say = Callable[[str], None]  # how the library tells the user something: one line, no markup
 
 
 class UserError(Exception):
@@ -25,7 +29,42 @@ class UserError(Exception):
 
     The CLI prints its message as one line on stderr and exits with code 2, never a
     traceback. The message must name the file/line/key and say what was expected.
+
+    When one setting is at fault, `field` names it neutrally (`decode.beam_size`, `checkpoint`,
+    `data_dir`, `train.device`) and `problem` says what is wrong with it; each face renders the
+    field in its own words before the problem: the CLI as its flag (`--beam`), a config as its
+    key, the API as its request field (`beam_size`). `str()` renders the field as it is named.
     """
+
+    def __init__(self, problem: str, *, field: str | None = None):
+        super().__init__(problem)
+        self.problem, self.field = problem, field
+
+    def __str__(self) -> str:
+        return self.rendered(self.field)
+
+    def rendered(self, name: str | None) -> str:
+        """The message with the field called `name` (None: no field shown)."""
+        return f"{name}: {self.problem}" if name else self.problem
+
+    def __reduce__(self):  # worker processes send errors back pickled: keep the field
+        return (type(self), (self.problem,), {"field": self.field})
+
+
+# A write failed for lack of room: a full disk, a full quota, or a file-size limit (RLIMIT_FSIZE).
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+class WriteFailed(UserError):
+    """A file or folder could not be written; `intact` says what is still whole (the previous
+    version, the records before). `failure` alone says what failed ("PATH: cannot write MEMBER
+    (REASON)"), for a caller that knows more about what is intact (the trainer: the last
+    complete checkpoint and the command that resumes)."""
+
+    def __init__(self, path: Path, error: OSError, member: str | None = None, *, intact: str) -> None:
+        self.path, self.member, self.reason = path, member, error.strerror or str(error)
+        self.failure = f"{path}: cannot write{f' {member}' if member else ''} ({self.reason})"
+        super().__init__(f"{self.failure}; {intact}")
 
 
 class Interrupted(Exception):
@@ -44,8 +83,9 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def choose_device(requested: str = "auto") -> str:
-    """`auto` picks cuda, then mps, then cpu; an explicit device that is absent is a UserError."""
+def choose_device(requested: str = "auto", *, field: str = "train.device") -> str:
+    """`auto` picks cuda, then mps, then cpu; an explicit device that is absent is a UserError
+    naming `field`, the setting `requested` came from."""
     import torch
 
     available = {
@@ -57,9 +97,9 @@ def choose_device(requested: str = "auto") -> str:
         return next(name for name in ("cuda", "mps", "cpu") if available[name])
     kind = requested.split(":")[0]
     if kind not in available:
-        raise UserError(f"train.device: unknown device {requested!r}; expected auto, cpu, cuda or mps")
+        raise UserError(f"unknown device {requested!r}; expected auto, cpu, cuda or mps", field=field)
     if not available[kind]:
-        raise UserError(f"train.device: {requested!r} was requested but is not available on this machine")
+        raise UserError(f"{requested!r} was requested but is not available on this machine", field=field)
     return requested
 
 
@@ -113,27 +153,155 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
+def sync_file(path: str | os.PathLike) -> None:
+    """Wait until the file's data is on the disk (fsync), not only in the page cache."""
+    fd = os.open(path, os.O_RDWR if os.name == "nt" else os.O_RDONLY)  # Windows syncs only what it may write
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_folder(path: str | os.PathLike) -> None:
+    """fsync a folder, so that the names created or renamed in it are on the disk too.
+
+    Windows cannot open a folder, and some file systems refuse to sync one (EINVAL): there the
+    renames are as durable as the file system makes them on its own."""
+    if os.name == "nt":
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def naming_file(path: str | os.PathLike) -> Iterator[None]:
+    """Name `path` in an OSError raised while the block writes it: a failed write() names no
+    file, and the error message should say which file of a folder could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
+def _sync_tree(folder: Path) -> None:
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            sync_file(Path(parent) / name)
+        sync_folder(parent)
+
+
+def _member(error: OSError, inside: Path) -> str | None:
+    """The file inside a staging folder that an OSError names, relative to the folder."""
+    with contextlib.suppress(TypeError, ValueError):
+        return str(Path(error.filename).relative_to(inside))
+    return None
+
+
 @contextlib.contextmanager
 def atomic_path(final_path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `final_path`; rename it into place only on success.
+    """Yield a temporary path beside `final_path`; on success, sync it to the disk and rename it
+    into place, then sync the folder: once the block is left, the file is on the disk.
 
-    A crash or kill while writing leaves the previous file (if any) untouched and no
-    half-written file under the final name.
+    A kill while writing leaves the previous file (if any) untouched and no half-written file
+    under the final name. A write that fails for lack of room (`NO_ROOM`), or a failure of the
+    temporary file's creation, sync or rename, is a `WriteFailed` naming `final_path`.
     """
     final_path = Path(final_path)
-    final_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{final_path.name}.", suffix=".tmp", dir=final_path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp_name)
-    # mkstemp makes the file private (0600); the result should get the permissions any file
-    # the user creates gets (0666 less the umask), like the folder's other files.
-    os.chmod(tmp_path, 0o666 & ~_UMASK)
+    had_previous = final_path.exists()
+    tmp_path = None
     try:
-        yield tmp_path
-        os.replace(tmp_path, final_path)
+        with _writing(final_path, had_previous):
+            final_path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{final_path.name}.", suffix=".tmp", dir=final_path.parent)
+            os.close(fd)
+            tmp_path = Path(tmp_name)
+            # mkstemp makes the file private (0600); the result should get the permissions any
+            # file the user creates gets (0666 less the umask), like the folder's other files.
+            os.chmod(tmp_path, 0o666 & ~_UMASK)
+        with _writing(final_path, had_previous, only_no_room=True):
+            yield tmp_path
+        with _writing(final_path, had_previous):
+            sync_file(tmp_path)
+            os.replace(tmp_path, final_path)
+            sync_folder(final_path.parent)
     finally:
-        if tmp_path.exists():
+        if tmp_path is not None and tmp_path.exists():
             tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_folder(final_path: str | os.PathLike, *, rename: bool = True) -> Iterator[Path]:
+    """The folder twin of `atomic_path`: yield an empty hidden folder beside `final_path`
+    (`.NAME.XXXX`) to fill; on success, sync every file in it, rename it to `final_path` and
+    sync the parent folder. A folder already at `final_path` is moved aside to a hidden name
+    and deleted once the new one is in place: a kill between the two renames leaves no folder
+    under the final name, never a partial one.
+
+    `rename=False` leaves the complete, synced folder under its hidden name, for a caller whose
+    own protocol gives it its name (checkpoints, which the index must name at every moment).
+    On failure the hidden folder is removed; a lack of room while filling it, or a failure of
+    the steps here, is a `WriteFailed` naming `final_path` and the file inside it.
+    """
+    final_path = Path(final_path)
+    had_previous = final_path.exists()
+    staging = None
+    try:
+        with _writing(final_path, had_previous):
+            final_path.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{final_path.name}.", dir=final_path.parent))
+            os.chmod(staging, 0o777 & ~_UMASK)  # mkdtemp's folder is private (0700), like mkstemp's file
+        with _writing(final_path, had_previous, inside=staging, only_no_room=True):
+            yield staging
+        if rename:
+            replace_folder(staging, final_path)
+            staging = None
+        else:
+            with _writing(final_path, had_previous, inside=staging):
+                _sync_tree(staging)
+    except BaseException:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def replace_folder(built: Path, final_path: Path) -> None:
+    """Sync the complete folder `built` (beside `final_path`) to the disk and rename it to
+    `final_path`, then sync the parent. A folder already there is moved aside to a hidden name
+    and deleted once the new one is in place. A failure is a `WriteFailed` naming `final_path`."""
+    had_previous = final_path.exists()
+    with _writing(final_path, had_previous, inside=built):
+        _sync_tree(built)
+        if had_previous:
+            old = final_path.with_name(f".replaced-{final_path.name}-{os.getpid()}")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(final_path, old)
+            os.replace(built, final_path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(built, final_path)
+        sync_folder(final_path.parent)
+
+
+@contextlib.contextmanager
+def _writing(final_path: Path, had_previous: bool, *, inside: Path | None = None, only_no_room: bool = False):
+    """OSErrors of the block as `WriteFailed` (with `only_no_room`, those of `NO_ROOM` only:
+    the caller's own block may fail on other files for other reasons)."""
+    try:
+        yield
+    except OSError as exc:
+        if only_no_room and exc.errno not in NO_ROOM:
+            raise
+        member = _member(exc, inside) if inside is not None else None
+        intact = "the previous version is untouched" if had_previous else "nothing was left under that name"
+        raise WriteFailed(final_path, exc, member, intact=intact) from None
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

@@ -1,21 +1,32 @@
-"""Speed benchmarks for attnmt, against textbook references and against real peers.
+"""Speed benchmarks for attnmt, against textbook references and against real peers: timing only.
 
-- `speed`: `python -m benchmarks.speed` measures training throughput, useful-FLOP fraction,
-  peak memory and decoding speed per model config, for attnmt and the references, repeated
-  and alternating, in one run.
-- `references`: the references by name. `d2l`: d2l.ai's PyTorch code as written (separate
-  W_q / W_k inside the step loop, one output layer after it); `bentrevett`: bentrevett's
-  tutorial design (attention on the query repeated S times, output layers inside the loop).
-  Both compute attnmt's function given its weights.
+Each benchmark is `python -m benchmarks.NAME` and writes a raw result (JSON recording its command
+and machine) that the README and docs quote. The index below lists every module and sub-package,
+one line each (`tests/test_tools.py` holds it to the files present):
+
+- `speed`: training throughput, useful-FLOP fraction, peak memory and decoding speed per model
+  config, for attnmt and the references, repeated and alternating, in one run.
+- `report`: the speed benchmark's results as tables, rich on the terminal and Markdown
+  (`markdown_table` is the one Markdown renderer every benchmark and `tools.quote` use).
+- `references`: the textbook references by name, each computing attnmt's function given its weights.
+- `d2l`: d2l.ai's PyTorch code as written (separate W_q / W_k inside the step loop, one output
+  layer after it).
+- `bentrevett`: bentrevett's tutorial design (attention on the query repeated S times, output
+  layers inside the loop).
 - `decoding`: greedy and beam decoding speed of every implementation.
-- `peers`: `python -m benchmarks.peers` runs attnmt, OpenNMT-py and JoeyNMT on the same data,
-  shapes, batches and threads (speed, and quality after the same wall-clock budget).
 - `flops`: the analytic FLOP count of a model config and the machine's matmul ceiling.
-- `measure`: the machine's description, peak memory, synchronised timers, repeats.
-- `report`: rich and Markdown tables of the results.
+- `measure`: the machine's description, peak memory, synchronised timers, repeats, raw results.
+- `peers`: attnmt, OpenNMT-py and JoeyNMT on the same data, shapes, batches and threads (speed,
+  and quality after the same wall-clock budget).
+- `gpu`: training and decoding on a CUDA GPU in float32 and bf16, and CUDA graphs for the step.
+- `kernels`: the decoder's one-step kernels against the alternatives they replaced.
+- `engines`: decoding a trained run by every engine (torch, onnxruntime; float32, int8).
+- `large_file`: translating a large file as a user does: time, and memory that stays flat.
+- `serving`: load test of `attnmt serve`, concurrent clients with and without dynamic batching.
 - `profiling`: torch.profiler's top operators over a few training steps or a decoding.
 - `ab_search`: this checkout's search against a git revision's, outputs checked identical.
 - `optimizer`: fused against default Adam.
+- `fsync`: what syncing a checkpoint to the disk costs.
 
-Nothing in `attnmt` imports this package.
+Nothing in `attnmt` imports this package, and nothing here imports `tools`.
 """

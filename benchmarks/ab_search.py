@@ -30,15 +30,16 @@ import torch
 
 from attnmt.checkpoint import resolve_checkpoint
 from attnmt.config import DecodeConfig
-from attnmt.translate import Translator, split_examples
+from attnmt.evaluation import split_examples
+from attnmt.loading import ModelSpec, load
 from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, positive_int, rotated, write_results
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 
 # Runs inside each measuring process, with PYTHONPATH at one version of the package. It uses only
-# what every version has: Translator.from_checkpoint and search.decode_all (whose settings were
-# keyword arguments before SearchOptions, with the same defaults).
+# what every version has: a loaded model (`loading.load`, earlier `Translator.from_checkpoint`) and
+# search.decode_all (whose settings were keyword arguments before SearchOptions, with the same defaults).
 # A run trained by this checkout may carry config keys an older version rejects (every key is
 # written, defaults included): the worker loads it through a staged copy of the run directory
 # (in the work folder) whose config.yaml keeps only the keys its own version knows, the rest
@@ -50,7 +51,6 @@ import torch
 import yaml
 from attnmt import search
 from attnmt.config import Config
-from attnmt.translate import Translator
 
 def known(raw, section):
     kept = {}
@@ -72,7 +72,13 @@ for entry in run.iterdir():
         os.symlink(entry.resolve(), staged / entry.name)
 raw = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
 (staged / "config.yaml").write_text(yaml.safe_dump(known(raw, Config)), encoding="utf-8")
-model = Translator.from_checkpoint(staged / checkpoint.parent.name / checkpoint.name, device="cpu").model
+staged_checkpoint = staged / checkpoint.parent.name / checkpoint.name
+try:
+    from attnmt.loading import ModelSpec, load
+    model = load(ModelSpec(staged_checkpoint, device="cpu")).model
+except ImportError:  # a version from before `loading`
+    from attnmt.translate import Translator
+    model = Translator.from_checkpoint(staged_checkpoint, device="cpu").model
 sources, beam = request["sources"], request["beam"]
 if hasattr(search, "SearchOptions"):
     options = search.SearchOptions(beam_size=beam)
@@ -163,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(folder)
         try:
             checkpoint = resolve_checkpoint(args.checkpoint, "best")
-            translator = Translator.from_checkpoint(args.checkpoint, device="cpu")
+            translator = load(ModelSpec(args.checkpoint, device="cpu"))
             examples = split_examples(translator.config.data, "test")[: args.sentences]
             roots = {"this checkout": CHECKOUT, args.against: package_at(args.against, work)}
             (work / "worker.py").write_text(WORKER, encoding="utf-8")

@@ -25,9 +25,11 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
+from attnmt.evaluation import evaluate, split_examples
 from attnmt.export import export_onnx
+from attnmt.loading import ModelSpec, load
 from attnmt.quantize import quantize_export
-from attnmt.translate import Translator, evaluate, split_examples
+from attnmt.translate import Translator
 from benchmarks.measure import combine_repeats, describe_machine, positive_int, rotated, write_results
 from benchmarks.report import markdown_table
 
@@ -39,20 +41,20 @@ def _size_mib(paths: list[Path]) -> float:
     return sum(path.stat().st_size for path in paths) / 2**20
 
 
-def load_engines(run_dir: Path, folder: Path) -> dict[str, tuple[Translator, float]]:
+def load_engines(run_dir: Path, folder: Path, data_dir: str | None) -> dict[str, tuple[Translator, float]]:
     """Each engine's translator and the MiB of model files it reads."""
     float32_dir = export_onnx(run_dir, folder / "float32")
     int8_dir = quantize_export(float32_dir, folder / "int8")
-    by_torch = Translator.load(run_dir, device="cpu")
+    by_torch = load(ModelSpec(run_dir, device="cpu", data_dir=data_dir))
     weights = _size_mib([by_torch.checkpoint / "model.safetensors"])
-    quantized = Translator.load(run_dir, device="cpu", quantize="int8")
+    quantized = load(ModelSpec(run_dir, device="cpu", quantize="int8", data_dir=data_dir))
     saved = io.BytesIO()
     torch.save(quantized.model.state_dict(), saved)  # int8 weights live in packed parameters, not tensors
     return {
         "torch float32": (by_torch, weights),
         "torch int8": (quantized, saved.tell() / 2**20),
-        "onnxruntime float32": (Translator.from_export(float32_dir), _size_mib(list(float32_dir.glob("*.onnx")))),
-        "onnxruntime int8": (Translator.from_export(int8_dir), _size_mib(list(int8_dir.glob("*.onnx")))),
+        "onnxruntime float32": (load(ModelSpec(float32_dir)), _size_mib(list(float32_dir.glob("*.onnx")))),
+        "onnxruntime int8": (load(ModelSpec(int8_dir)), _size_mib(list(int8_dir.glob("*.onnx")))),
     }
 
 
@@ -65,9 +67,9 @@ def _translate(translator: Translator, sentences: list[str], beam: int) -> tuple
 
 def benchmark(run_dir: Path, repeats: int, data_dir: str | None, console: Console) -> dict:
     with tempfile.TemporaryDirectory(prefix="attnmt-engines-") as folder:
-        engines = load_engines(run_dir, Path(folder))
+        engines = load_engines(run_dir, Path(folder), data_dir)
         first = next(iter(engines.values()))[0]
-        examples = split_examples(first.config.data, "test", data_dir=data_dir)
+        examples = split_examples(first.config.data, "test")
         sentences = [example.src for example in examples]
         variants = [(engine, search) for search in SEARCHES for engine in engines]
         for engine, search in variants:  # warm-up: allocator, onnxruntime's first runs

@@ -33,7 +33,8 @@ import psutil
 import torch
 from rich.console import Console
 
-from attnmt.translate import Translator, split_examples
+from attnmt.evaluation import split_examples
+from attnmt.loading import ModelSpec, load
 from benchmarks.measure import describe_machine, positive_int, write_results
 from benchmarks.report import markdown_table
 
@@ -112,8 +113,8 @@ def run_command(run_dir: Path, source: Path, output: Path, beam: int, workers: i
 
 
 def benchmark(run_dir: Path, lines: int, workers: list[int], beam: int, data_dir: str | None, console: Console) -> dict:
-    translator = Translator.load(run_dir, device="cpu")
-    pairs = split_examples(translator.config.data, "train", data_dir=data_dir)  # (src, tgt)
+    translator = load(ModelSpec(run_dir, device="cpu", data_dir=data_dir))
+    pairs = split_examples(translator.config.data, "train")  # (src, tgt)
     sentences = [src for src, _ in pairs]
     with tempfile.TemporaryDirectory(prefix="attnmt-large-file-") as folder:
         folder = Path(folder)

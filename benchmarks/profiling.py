@@ -23,8 +23,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from attnmt.data import build_data
+from attnmt.evaluation import split_examples
 from attnmt.search import SearchOptions, decode_all
-from attnmt.translate import split_examples
 from attnmt.utils import UserError, describe_machine
 from benchmarks import speed
 from benchmarks.decoding import load_trained
@@ -61,7 +61,8 @@ def profile_decoding(run_dir: str, beam_size: int, device: torch.device, data_di
     """Profile decoding the test split of a trained run; returns the profiler and the target vocabulary size."""
     _, config, codec, model = load_trained(run_dir)
     model = model.to(device)
-    sources = [codec.encode_source(example.src) for example in split_examples(config.data, "test", data_dir=data_dir)]
+    data = config.data.model_copy(update={"data_dir": data_dir}) if data_dir else config.data
+    sources = [codec.encode_source(example.src) for example in split_examples(data, "test")]
     batching = {"batch_size": config.decode.batch_size, "batch_tokens": config.decode.batch_tokens}
     with torch.inference_mode():
         decode_all(model, sources[:64], SearchOptions(beam_size=beam_size), device=device, **batching)

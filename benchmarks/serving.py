@@ -116,7 +116,7 @@ async def load(url: str, sentences: list[str], clients: int, max_seconds: float)
 
 def test_set_sources(run: str) -> list[str]:
     from attnmt.config import load_config
-    from attnmt.translate import split_examples
+    from attnmt.evaluation import split_examples
 
     config = load_config(Path(run) / "config.yaml")
     return [example.src for example in split_examples(config.data, "test")]

@@ -10,6 +10,16 @@ import torch
 from attnmt import download
 from attnmt.config import load_config
 
+# A score computed in floating point may pass its bound by the last bits (sacreBLEU returns
+# 100.00000000000003 on some processors), so range checks allow that much.
+SCORE_SLACK = 1e-9
+
+
+def is_score(value: float, top: float = 100.0) -> bool:
+    """`value` lies in [0, top], give or take the last bits of float rounding."""
+    return -SCORE_SLACK <= value <= top + SCORE_SLACK
+
+
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: connection refused, never the internet
 
 

@@ -2,7 +2,6 @@
 
 import json
 import subprocess
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,7 +11,7 @@ from attnmt.config import DataConfig, ModelConfig, load_config
 from attnmt.data import build_data
 from attnmt.model import build_model
 from attnmt.utils import UserError
-from benchmarks import attention_focus, bentrevett, d2l, large_file, multi30k_table, speed
+from benchmarks import bentrevett, d2l, large_file, speed
 from benchmarks.flops import flop_rates
 from benchmarks.report import print_report
 
@@ -302,169 +301,3 @@ def test_large_file_benchmark_streams_a_file_equal_to_one_call_with_a_progress_b
 def test_last_progress_reads_the_final_state_of_a_redrawn_bar():
     drawn = b"\x1b[?25ltranslate \xe2\x94\x81 10/300 5 tok/s\r\x1b[2Ktranslate \xe2\x94\x81 300/300 9 tok/s\n\x1b[?25h"
     assert large_file.last_progress(drawn) == "translate \u2501 300/300 9 tok/s"
-
-
-def _evaluation(command: str, records: list[dict]) -> dict:
-    figures = {"bleu": 30.0, "chrf": 55.0, "tokenized_bleu": 31.0, "bleu_signature": "sig", "bleu_by_length": []}
-    search = {"beam_size": 5, "length_penalty": 1.0}
-    training = {"step": 900, "valid_score": 30.0, "minutes": 9.0, "run_steps": 1000, "run_minutes": 10.0}
-    return {
-        "command": command,
-        "machine": {"cpu": "test cpu"},
-        "runs": [{**figures, "search": search, "training": training, **record} for record in records],
-    }
-
-
-def test_multi30k_table_collects_each_system_and_names_no_machine_folder(tmp_path, monkeypatch, capsys):
-    data = tmp_path / "data"
-    folder = tmp_path / "runs" / "evaluation"
-    single = _evaluation(
-        f"attnmt evaluate r-s1 r-s1/checkpoints/averaged --src {data}/multi30k/test_2017_flickr.en.gz",
-        [{"checkpoint": "r/en-fr-s1/checkpoints/step-0000900"}, {"checkpoint": "r/en-fr-s1/checkpoints/averaged"}],
-    )
-    members = [f"r/en-fr-s{seed}/checkpoints/averaged" for seed in (1, 2)]
-    ensemble = _evaluation("attnmt evaluate --ensemble", [{"checkpoint": members[0], "members": members}])
-    for name, evaluation in [
-        ("multi30k-en-fr-test2017-single", single),
-        ("multi30k-en-fr-test2017-ensemble", ensemble),
-    ]:
-        (folder / name).mkdir(parents=True)
-        (folder / name / "evaluation.json").write_text(json.dumps(evaluation), encoding="utf-8")
-    (folder / "an-unrelated-folder").mkdir()
-    monkeypatch.setenv("ATTNMT_DATA", str(data))
-    out = tmp_path / "table.json"
-
-    assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(out)]) == 0
-    results = json.loads(out.read_text(encoding="utf-8"))
-    models = [(e["direction"], e["test_set"], e["model"]) for e in results["entries"]]
-    assert models == [  # singles before the ensemble, though "ensemble" sorts first by name
-        ("en-fr", "test2017 flickr", "single, seed 1"),
-        ("en-fr", "test2017 flickr", "averaged, seed 1"),
-        ("en-fr", "test2017 flickr", "ensemble of 2, averaged"),
-    ]
-    assert str(data) not in out.read_text(encoding="utf-8")
-    assert "--src $ATTNMT_DATA/multi30k/test_2017_flickr.en.gz" in results["entries"][0]["command"]
-    header, body = multi30k_table.table_rows(results)
-    assert len(body) == 3 and all(len(row) == len(header) for row in body)
-    assert body[0][1] == "Bahdanau, additive"
-    assert body[0][4:] == ["31.00", "30.00", "55.00", "beam 5, lp 1", "step 900 of 1,000 updates, 10 min"]
-    assert "| ensemble of 2, averaged |" in capsys.readouterr().out
-
-
-def test_multi30k_summary_means_the_seeds_and_shows_the_ensemble_of_best_checkpoints():
-    def entry(model: str, bleu: float, test_set="test2016 flickr", members=None, minutes=10.2) -> dict:
-        training = {"run_minutes": minutes}
-        record = {"direction": "en-fr", "decoder": "Bahdanau, additive", "test_set": test_set, "model": model}
-        return {**record, "tokenized_bleu": bleu, "training": training, **({"members": members} if members else {})}
-
-    runs = ["r-s1/checkpoints/step-1", "r-s2/checkpoints/step-2"]
-    averaged = ["r-s1/checkpoints/averaged", "r-s2/checkpoints/averaged"]
-    entries = [
-        entry("single, seed 1", 37.0),
-        entry("averaged, seed 1", 99.0),
-        entry("single, seed 2", 38.0, minutes=11.9),
-        entry("ensemble of 2", 39.0, members=runs),
-        entry("ensemble of 2, averaged", 98.0, members=averaged),
-        entry("single, seed 1", 30.0, test_set="test2017 flickr"),
-    ]
-    header, body = multi30k_table.summary_rows({"entries": entries})
-    assert header[2:6] == ["test2016 single", "test2016 ensemble", "test2017 single", "test2017 ensemble"]
-    assert body == [
-        ["en-fr", "Bahdanau, additive", "37.50 (37.00-38.00, 2 seeds)", "39.00 (2 runs)", "30.00", "-", "10-12 min"]
-    ]
-
-
-@pytest.mark.parametrize(
-    "folder, text, said",
-    [
-        ("no-such-config-test2016-single", json.dumps(_evaluation("attnmt evaluate r", [])), "no no-such-config.yaml"),
-        ("multi30k-en-fr-test2016-single", '{"runs": [', "unreadable"),
-        ("multi30k-en-fr-test2016-single", '{"runs": []}', "no command, machine and runs"),
-        ("multi30k-en-fr-test2016-single", '{"runs": 3, "command": "c", "machine": {}}', "runs is not a list"),
-    ],
-)
-def test_multi30k_table_names_a_bad_evaluation_folder_in_one_line(tmp_path, capsys, folder, text, said):
-    (tmp_path / "evaluation" / folder).mkdir(parents=True)
-    (tmp_path / "evaluation" / folder / "evaluation.json").write_text(text, encoding="utf-8")
-    assert multi30k_table.main([str(tmp_path), "--json", str(tmp_path / "table.json")]) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and folder in error and said in error
-    assert not (tmp_path / "table.json").exists()
-
-
-def test_multi30k_table_update_replaces_only_the_rows_of_the_evaluations_found(tmp_path, capsys):
-    de_en, en_fr = "configs/multi30k-de-en.yaml", "configs/multi30k-en-fr.yaml"
-
-    def entry(config: str, test_set: str, model: str, bleu: float, **more) -> dict:
-        record = _evaluation("attnmt evaluate r", [{"model": model, "tokenized_bleu": bleu, **more}])["runs"][0]
-        return {**record, "config": config, "direction": "x-y", "decoder": "d", "test_set": test_set, "machine": {}}
-
-    previous = [
-        entry(de_en, "test2016 flickr", "single, seed 1", 40.0),
-        entry(de_en, "test2016 flickr", "ensemble of 2", 41.0, members=["a", "b"]),
-        entry(en_fr, "test2016 flickr", "single, seed 1", 59.0),
-        entry(en_fr, "test2017 flickr", "single, seed 1", 51.0),
-    ]
-    table = tmp_path / "table.json"
-    table.write_text(json.dumps({"entries": previous}), encoding="utf-8")
-    members = [f"r/en-fr-s{seed}/checkpoints/step-1" for seed in (1, 2)]
-    found = {
-        "single": _evaluation("attnmt evaluate r", [{"checkpoint": member} for member in members]),
-        "ensemble": _evaluation("attnmt evaluate --ensemble", [{"checkpoint": members[0], "members": members}]),
-    }
-    for kind, evaluation in found.items():
-        folder = tmp_path / "runs" / "evaluation" / f"multi30k-en-fr-test2016-{kind}"
-        folder.mkdir(parents=True)
-        (folder / "evaluation.json").write_text(json.dumps(evaluation), encoding="utf-8")
-
-    assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(table), "--update"]) == 0
-    entries = json.loads(table.read_text(encoding="utf-8"))["entries"]
-    rows = [(e["config"], e["test_set"], e["model"], e["tokenized_bleu"]) for e in entries]
-    assert rows == [  # de-en kept as it was; en-fr test2016 singles replaced, its ensemble added; test2017 kept
-        (de_en, "test2016 flickr", "single, seed 1", 40.0),
-        (de_en, "test2016 flickr", "ensemble of 2", 41.0),
-        (en_fr, "test2016 flickr", "single, seed 1", 31.0),
-        (en_fr, "test2016 flickr", "single, seed 2", 31.0),
-        (en_fr, "test2016 flickr", "ensemble of 2", 31.0),
-        (en_fr, "test2017 flickr", "single, seed 1", 51.0),
-    ]
-    capsys.readouterr()
-    table.write_text('{"entries": 3}', encoding="utf-8")
-    assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(table), "--update"]) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and str(table) in error and table.read_text(encoding="utf-8") == '{"entries": 3}'
-
-
-def test_multi30k_table_without_evaluations_is_one_line_and_exit_2(tmp_path, capsys):
-    assert multi30k_table.main([str(tmp_path), "--json", str(tmp_path / "table.json")]) == 2
-    assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "table.json").exists()
-
-
-def test_attention_focus_measures_the_weight_on_the_first_source_position():
-    rows = [torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[0.5, 0.25, 0.25]]), torch.empty(0, 0)]
-
-    class Stub:
-        def translate(self, sentences):
-            return [SimpleNamespace(attention=attention) for attention in rows]
-
-    focus = attention_focus.first_position_focus(Stub(), ["a", "b", "c"])
-    assert focus == {
-        "steps": 3,
-        "mean_weight_first": round(1.5 / 3, 4),
-        "share_argmax_first": round(2 / 3, 4),
-        "uniform_weight": round((0.5 + 0.5 + 1 / 3) / 3, 4),
-    }
-
-
-def test_attention_focus_on_a_folder_that_is_no_run_is_one_line_and_exit_2(tmp_path, capsys):
-    assert attention_focus.main([str(tmp_path / "no-run")]) == 2
-    assert capsys.readouterr().err.startswith("benchmarks.attention_focus: error: ")
-
-
-def test_attention_focus_without_any_translation_is_a_clear_error():
-    class Stub:
-        def translate(self, sentences):
-            return [SimpleNamespace(attention=torch.empty(0, 0))]
-
-    with pytest.raises(UserError, match="no sentence"):
-        attention_focus.first_position_focus(Stub(), [""])

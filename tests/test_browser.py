@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from benchmarks.browser import chromium, open_page
 from benchmarks.serving import running_server
+from tools.browser import chromium, open_page
 
 try:
     import playwright.sync_api as playwright

@@ -164,3 +164,27 @@ def test_translate_attention_writes_one_heatmap_per_sentence_and_a_grid(reverse_
     run_ok(capsys, "translate", str(reverse_run), "--beam", "1", "a b c", "", "d e", "--attention", str(out_dir))
     assert sorted(path.name for path in out_dir.iterdir()) == ["0001.png", "0003.png", "grid.png"]
     assert all(path.read_bytes().startswith(PNG) for path in out_dir.iterdir())
+
+
+def test_the_runs_decode_n_best_is_translates_default(copied_run, capsys):
+    """decode.n_best in a run's config gives --n-best its default; --n-best 1 still prints plain lines."""
+    config_path = copied_run / "config.yaml"
+    config_path.write_text(config_path.read_text().replace("n_best: 1", "n_best: 2"))
+    lines = run_ok(capsys, "translate", str(copied_run), "a b c", "d e", "--beam", "3").splitlines()
+    assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1"]
+    assert run_ok(capsys, "translate", str(copied_run), "a b c", "--beam", "3", "--n-best", "1") == "c b a\n"
+
+
+def test_a_user_error_names_the_flag_on_the_command_line_and_the_key_in_a_config(reverse_run, tmp_path, capsys):
+    """One error, two faces: the setting at fault is the flag the user typed, or the config key."""
+    line = run_error(capsys, "translate", str(reverse_run), "a b", "--beam", "2", "--n-best", "3")
+    assert line == "attnmt: error: --n-best: n-best (3) cannot exceed the beam size (2); raise the beam size"
+    line = run_error(capsys, "translate", str(reverse_run), "a b", "--device", "tpu")
+    assert line == "attnmt: error: --device: unknown device 'tpu'; expected auto, cpu, cuda or mps"
+    overrides = ["--set", "data.corpus=reverse", "--set", f"train.run_dir={tmp_path / 'run'}"]
+    line = run_error(capsys, "train", *overrides, "--set", "train.device=tpu")
+    assert line == "attnmt: error: train.device: unknown device 'tpu'; expected auto, cpu, cuda or mps"
+    config = tmp_path / "cfg.yaml"
+    config.write_text("decode:\n  beam_size: 2\n  n_best: 3\n")
+    line = run_error(capsys, "validate", str(config))
+    assert line == f"attnmt: error: {config}: decode: n_best (3) cannot exceed beam_size (2)"

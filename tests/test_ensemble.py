@@ -17,7 +17,9 @@ from safetensors.torch import load_file
 
 from attnmt.average import average_checkpoints, choose_checkpoints
 from attnmt.ensemble import Ensemble
-from attnmt.translate import Translator, evaluate, split_examples, tune_search
+from attnmt.evaluation import evaluate, split_examples, tune_search
+from attnmt.loading import ModelSpec, load
+from attnmt.translate import Translator
 from attnmt.utils import UserError
 
 SENTENCES = ["a b c", "d e f g", "h", "b a d c e", ""]
@@ -53,7 +55,7 @@ def test_the_average_of_one_checkpoint_is_that_checkpoint(copied_run, capsys):
     assert all(torch.equal(averaged[key], original[key]) for key in original)
     meta = json.loads((copied_run / "checkpoints" / "one" / "meta.json").read_text())
     assert meta["averaged"] == [step.name]
-    assert outputs(Translator.load(copied_run / "checkpoints" / "one"), 3) == outputs(Translator.load(step), 3)
+    assert outputs(load(ModelSpec(copied_run / "checkpoints" / "one")), 3) == outputs(load(ModelSpec(step)), 3)
 
 
 def test_the_average_of_the_last_checkpoints_is_their_mean_and_loads_like_any_checkpoint(copied_run, capsys):
@@ -106,13 +108,13 @@ def test_averaging_checkpoints_of_different_models_names_the_parameter(copied_ru
 
 @pytest.mark.parametrize("beam", [1, 3])
 def test_an_ensemble_of_one_run_or_of_a_run_with_itself_translates_as_the_run(reverse_run, beam):
-    alone = outputs(Translator.load(reverse_run), beam)
-    assert outputs(Translator.ensemble([reverse_run]), beam) == alone
-    assert outputs(Translator.ensemble([reverse_run, reverse_run]), beam) == alone
+    alone = outputs(load(ModelSpec(reverse_run)), beam)
+    assert outputs(load(ModelSpec([reverse_run])), beam) == alone
+    assert outputs(load(ModelSpec([reverse_run, reverse_run])), beam) == alone
 
 
 def test_an_ensemble_step_is_the_mean_of_its_members_log_probabilities(reverse_run, dot_reverse_run):
-    members = [Translator.load(run).model for run in (reverse_run, dot_reverse_run)]
+    members = [load(ModelSpec(run)).model for run in (reverse_run, dot_reverse_run)]
     src = torch.tensor([[5, 6, 7, 8], [9, 10, 4, 0]])
     lengths = torch.tensor([4, 3])
     prev = torch.tensor([1, 1])
@@ -144,7 +146,7 @@ def test_ensemble_from_the_command_line_and_its_errors(reverse_run, dot_reverse_
     line = run_error(
         capsys, "translate", str(reverse_run), "--ensemble", str(dot_reverse_run), "--ensemble-attention", "2", "a b"
     )
-    assert "'mean' or a member from 0 to 1" in line
+    assert "--ensemble-attention: 2: expected 'mean' or a member from 0 to 1" in line
 
 
 def test_evaluate_an_ensemble_as_one_system(reverse_run, dot_reverse_run, tmp_path, capsys):
@@ -169,7 +171,7 @@ def test_evaluate_an_ensemble_as_one_system(reverse_run, dot_reverse_run, tmp_pa
 
 
 def test_tuning_tries_every_setting_on_valid_and_keeps_the_best(reverse_run):
-    translator = Translator.load(reverse_run)
+    translator = load(ModelSpec(reverse_run))
     valid = split_examples(translator.config.data, "valid")[:40]
     tuning = tune_search(translator, valid, beams=[1, 2], penalties=[0.0, 2.0])
     tried = [(t["beam_size"], t["length_penalty"]) for t in tuning.trials]
@@ -225,10 +227,10 @@ def test_evaluate_tune_scores_test_with_the_setting_chosen_on_valid(reverse_run,
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--tune", "--beam", "3"], "drop --beam"),
-        (["--tune", "--split", "valid"], "drop --split valid"),
-        (["--tune-beams", "1,2"], "go with --tune"),
-        (["--tune", "--tune-beams", "0,2"], "at least 1"),
+        (["--tune", "--beam", "3"], "--tune: tuning chooses the beam size and the length penalty: give neither"),
+        (["--tune", "--split", "valid"], "--tune: tunes on the valid split and scores the test split"),
+        (["--tune-beams", "1,2"], "--tune-beams: a tuning grid needs tuning asked for too"),
+        (["--tune", "--tune-beams", "0,2"], "--tune-beams: expected beam sizes of at least 1, got [0, 2]"),
     ],
 )
 def test_evaluate_tune_bad_requests(reverse_run, capsys, extra, message):

@@ -1,14 +1,26 @@
-"""Imports flow one way (DESIGN.md): leaves import nothing from the package above them."""
+"""Imports flow one way: every attnmt module imports only the attnmt modules its row of ALLOWED names.
+
+ALLOWED is the one copy of the layering table. docs/design.md quotes it, rendered with each
+module's job (its docstring's summary) and whether it is light (NO_TORCH) by
+`python -m tools.quote docs/design.md`, and a test below fails when the quote differs.
+"""
 
 import ast
 import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).parent.parent / "attnmt"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "attnmt"
+DESIGN = ROOT / "docs" / "design.md"
+MARKER = "<!-- results: tests/test_layering.py layering -->"
 
-# module -> the attnmt modules it may import (directly). Anything absent may import nothing.
+# module -> the attnmt modules it may import (directly), in the order the docs' table lists them.
+# Every module has a row, sub-packages' modules by dotted name ("sweep.spec"; "sweep" is
+# sweep/__init__.py, "__init__" the package's own). A new module needs its row, or the test fails.
+COMMANDS = ("validate", "train", "data", "translate", "evaluate", "average", "plot", "export", "sweep", "serve")
 ALLOWED = {
+    "__init__": set(),
     "utils": set(),
     "config": {"utils"},
     "metrics": {"utils"},
@@ -31,7 +43,7 @@ ALLOWED = {
     "distributed": set(),
     "textfiles": {"utils"},
     "checkpoint": {"utils", "config", "model", "vocab", "tokenize"},
-    "export": {"utils", "checkpoint", "decoder", "model"},
+    "export": {"__init__", "utils", "checkpoint", "decoder", "model"},
     "engine": {"utils", "decoder", "export"},
     "ensemble": {"utils", "search", "tokenize"},
     "quantize": {"utils", "export"},
@@ -51,23 +63,34 @@ ALLOWED = {
         "distributed",
         "runlog",
     },
-    "translate": {
-        "engine",
-        "ensemble",
-        "quantize",
-        "export",
+    "translate": {"utils", "config", "data", "search", "plot"},
+    "loading": {
         "utils",
         "config",
-        "data",
-        "search",
-        "metrics",
         "checkpoint",
-        "vocab",
-        "tokenize",
-        "plot",
-        "corpora",
+        "data",
+        "engine",
+        "ensemble",
+        "export",
+        "model",
+        "quantize",
+        "translate",
     },
-    "stream": {"search", "translate"},
+    "evaluation": {
+        "utils",
+        "config",
+        "checkpoint",
+        "corpora",
+        "export",
+        "loading",
+        "metrics",
+        "plot",
+        "quantize",
+        "search",
+        "tokenize",
+        "translate",
+    },
+    "stream": {"loading", "search", "translate"},
     "sweep": set(),
     "sweep.spec": {"config"},
     "sweep.store": {"utils"},
@@ -80,22 +103,37 @@ ALLOWED = {
         "checkpoint",
         "metrics",
         "runlog",
-        "translate",
+        "loading",
+        "evaluation",
         "sweep.spec",
         "sweep.store",
         "sweep.report",
     },
     "serve": set(),
     "serve.schemas": set(),
-    "serve.server": {"utils", "serve.schemas", "serve.app", "serve.catalog"},
+    "serve.server": {"utils", "loading", "serve.schemas", "serve.app", "serve.catalog"},
     "serve.batcher": {"search", "translate"},
-    "serve.catalog": {"utils", "metrics", "search", "tokenize", "translate"},
+    "serve.catalog": {"utils", "evaluation", "loading", "metrics", "search", "tokenize", "translate"},
     "serve.state": {"utils", "search", "translate", "serve.batcher", "serve.catalog", "serve.schemas"},
     "serve.routes": {"utils", "serve.batcher", "serve.catalog", "serve.schemas", "serve.state"},
-    "serve.app": {"serve.catalog", "serve.routes", "serve.schemas", "serve.state"},
+    "serve.app": {"__init__", "serve.catalog", "serve.routes", "serve.schemas", "serve.state"},
+    "cli": {f"cli.{command}" for command in ("common", *COMMANDS)} | {"utils"},
+    "cli.common": {"utils", "quantize", "loading"},
+    "cli.validate": {"config", "cli.common"},
+    "cli.train": {"utils", "config", "train", "cli.common"},
+    "cli.data": {"utils", "config", "data", "stats", "tables", "cli.common"},
+    "cli.translate": {"utils", "loading", "stream", "textfiles", "translate", "cli.common"},
+    "cli.evaluate": {"utils", "corpora", "evaluation", "tables", "cli.common"},
+    "cli.average": {"average", "cli.common"},
+    "cli.plot": {"utils", "evaluation", "loading", "plot", "runlog", "translate", "cli.common", "cli.evaluate"},
+    "cli.export": {"evaluation", "export", "loading", "quantize", "cli.common"},
+    "cli.sweep": {"utils", "sweep.run", "sweep.spec", "sweep.report", "cli.common"},
+    "cli.serve": {"utils", "serve.schemas", "serve.server", "cli.common"},
+    "__main__": {"cli"},
 }
 # Light modules: importing them must not load torch (config validation and data tools stay fast).
 NO_TORCH = (
+    "cli",  # the parser, --help and `validate` stay fast: commands import torch when they run
     "config",
     "utils",
     "tokenize",
@@ -114,52 +152,92 @@ NO_TORCH = (
 )
 
 
+def module_path(module: str) -> Path:
+    """ "sweep.spec" -> attnmt/sweep/spec.py; "sweep" -> attnmt/sweep/__init__.py; "__init__" -> attnmt/__init__.py."""
+    base = PACKAGE.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
 def module_name(path: Path) -> str:
-    """attnmt/sweep/spec.py -> "sweep.spec"; attnmt/sweep/__init__.py -> "sweep"."""
+    """attnmt/sweep/spec.py -> "sweep.spec"; attnmt/sweep/__init__.py -> "sweep"; attnmt/__init__.py -> "__init__"."""
     parts = path.relative_to(PACKAGE).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
 
 
-def imported_module(name: str) -> str:
-    """The attnmt module an import names: attnmt.sweep.spec -> "sweep.spec", attnmt.train -> "train"."""
-    parts = name.split(".")[1:]
-    return ".".join(parts[:2]) if (PACKAGE / parts[0]).is_dir() and len(parts) > 1 else parts[0]
+def resolved(dotted: str) -> str | None:
+    """The attnmt module a dotted name refers to, its longest prefix that is one: attnmt.sweep.spec.Sweep ->
+    "sweep.spec", attnmt.utils.UserError -> "utils", attnmt.__version__ -> "__init__"; None outside attnmt."""
+    parts = dotted.split(".")
+    if parts[0] != "attnmt":
+        return None
+    for end in range(len(parts), 1, -1):
+        if module_path(".".join(parts[1:end])).is_file():
+            return ".".join(parts[1:end])
+    return "__init__"
 
 
-def attnmt_imports(path: Path) -> tuple[set[str], set[str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    package, top_level = set(), set()
-    for node in ast.walk(tree):
-        names = []
+def attnmt_imports(source: str, package: str) -> set[str]:
+    """The attnmt modules `source` (a module of `package`, such as "attnmt.sweep") imports: `import attnmt.x`,
+    `from attnmt.x import y`, `from attnmt import x` and relative imports alike."""
+    dotted = []
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module]
-        for name in names:
-            if name.startswith("attnmt."):
-                package.add(imported_module(name))
-            top_level.add(name.split(".")[0])
-    return package, top_level
+            dotted += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # from . import x: level 1 is the package itself, 2 the one above
+                base = ".".join([package.rsplit(".", node.level - 1)[0], *([node.module] if node.module else [])])
+            dotted += [f"{base}.{alias.name}" for alias in node.names]
+    return {module for module in map(resolved, dotted) if module is not None}
+
+
+def imports_of(path: Path) -> set[str]:
+    package = ".".join(["attnmt", *path.relative_to(PACKAGE).parent.parts])
+    return attnmt_imports(path.read_text(encoding="utf-8"), package)
+
+
+def package_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def test_imports_follow_the_layering():
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module = module_name(path)
-        if module in ("__init__", "__main__", "cli"):
-            continue
-        imported, _ = attnmt_imports(path)
+    for module, path in package_modules().items():
         allowed = ALLOWED.get(module)
-        assert allowed is not None, f"{path.relative_to(PACKAGE.parent)} is not in the layering table of this test"
-        assert imported <= allowed, f"{path.relative_to(PACKAGE.parent)} imports {sorted(imported - allowed)}"
+        where = path.relative_to(ROOT)
+        assert allowed is not None, f"{where} ({module!r}) has no row in ALLOWED of tests/test_layering.py"
+        imported = imports_of(path) - {module}
+        assert imported <= allowed, f"{where} imports {sorted(imported - allowed)}, which its row does not allow"
+
+
+def test_the_table_has_a_row_only_for_modules_that_exist_and_each_says_its_job():
+    modules = package_modules()
+    assert set(ALLOWED) <= set(modules), f"rows for modules that are gone: {sorted(set(ALLOWED) - set(modules))}"
+    assert set(NO_TORCH) <= set(ALLOWED), sorted(set(NO_TORCH) - set(ALLOWED))
+    assert all(allowed <= set(ALLOWED) for allowed in ALLOWED.values())
+    for path in modules.values():  # the docs' table shows each module's docstring summary as its job
+        assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))), f"{path.relative_to(ROOT)}: no docstring"
+
+
+def test_relative_and_package_imports_are_resolved_to_their_modules():
+    """`from attnmt import x`, `from . import x` and `from ..x import y` are checked as much as `import attnmt.x`."""
+    source = "import attnmt\nfrom attnmt import synthetic\nfrom . import store\nfrom ..utils import UserError\n"
+    source += "from .spec import SweepSpec\nfrom attnmt.serve import app\nimport attnmt.sweep.run\nimport torch\n"
+    imported = attnmt_imports(source, "attnmt.sweep")
+    assert imported == {"__init__", "synthetic", "sweep.store", "utils", "sweep.spec", "serve.app", "sweep.run"}
+
+
+def test_the_design_document_quotes_this_table():
+    from tools.quote import render
+
+    lines = DESIGN.read_text(encoding="utf-8").splitlines()
+    assert MARKER in lines, f"docs/design.md lost its layering table's marker {MARKER}"
+    start = lines.index(MARKER) + 1
+    expected = render(*MARKER.split()[2:4])
+    assert lines[start : start + len(expected)] == expected, "docs/design.md: run python -m tools.quote docs/design.md"
+    assert not lines[start + len(expected)].startswith("|"), "docs/design.md's table has rows this table has not"
 
 
 def test_light_modules_do_not_import_torch():
-    present = [
-        module
-        for module in NO_TORCH
-        if (PACKAGE / (module.replace(".", "/") + ".py")).exists() or (PACKAGE / module / "__init__.py").exists()
-    ]
-    code = "import sys\n" + "".join(f"import attnmt.{m}\n" for m in present) + "print('torch' in sys.modules)"
+    code = "import sys\n" + "".join(f"import attnmt.{m}\n" for m in NO_TORCH) + "print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "False", f"one of {present} imports torch at import time"
-    assert len(present) == len(NO_TORCH), set(NO_TORCH) - set(present)
+    assert result.stdout.strip() == "False", f"one of {NO_TORCH} imports torch at import time"

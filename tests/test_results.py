@@ -1,7 +1,7 @@
 """The figures in README.md and docs/ are the ones in the committed raw results.
 
 Every table quoted after a `<!-- results: FILE TABLE -->` marker must be exactly what the
-benchmark's report renders from FILE (`benchmarks.quote`), and every results file a document
+benchmark's report renders from FILE (`tools.quote`), and every results file a document
 links exists and says how it was made (command, machine).
 """
 
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from benchmarks.quote import MARKER, RENDERERS, ROOT, render, requote
+from tools.quote import MARKER, RENDERERS, ROOT, render, requote
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\((?:\.\./)?((?:benchmarks|docs)/results/[\w.-]+\.json)\)")
@@ -34,7 +34,7 @@ def _links():
 def test_a_quoted_table_is_the_one_its_results_file_renders(document, line, path, table):
     expected = render(path, table)
     quoted = document.read_text(encoding="utf-8").splitlines()[line + 1 : line + 1 + len(expected)]
-    assert quoted == expected, f"{document.name}:{line + 2}: differs from {path}; run python -m benchmarks.quote"
+    assert quoted == expected, f"{document.name}:{line + 2}: differs from {path}; run python -m tools.quote"
 
 
 @pytest.mark.parametrize(("document", "path"), list(_links()))

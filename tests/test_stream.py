@@ -5,10 +5,10 @@ import itertools
 import pytest
 
 from attnmt.cli import main
+from attnmt.loading import ModelSpec, load
 from attnmt.search import SearchOptions
-from attnmt.stream import ModelSource, translate_windows, windows
+from attnmt.stream import translate_windows, windows
 from attnmt.textfiles import count_lines, stream_lines
-from attnmt.translate import Translator
 
 
 def sentences(count: int) -> list[str]:
@@ -31,7 +31,7 @@ def test_windows_read_lazily():
 
 def test_translation_reads_no_further_than_it_needs(reverse_run):
     """A window is read only when the one before is translated: an endless input is fine."""
-    translator = Translator.from_checkpoint(reverse_run, device="cpu")
+    translator = load(ModelSpec(reverse_run, device="cpu"))
     read = 0
 
     def endless():
@@ -52,15 +52,15 @@ def test_a_file_translates_as_one_batch_would(reverse_run, tmp_path, workers):
     lines = sentences(150)
     source = tmp_path / "in.txt"
     source.write_text("".join(line + "\n" for line in lines))
-    expected = [t.text for t in Translator.from_checkpoint(reverse_run, device="cpu").translate(lines, SearchOptions())]
-    translator = Translator.from_checkpoint(reverse_run, device="cpu")
+    expected = [t.text for t in load(ModelSpec(reverse_run, device="cpu")).translate(lines, SearchOptions())]
+    translator = load(ModelSpec(reverse_run, device="cpu"))
     got = [
         t.text
         for window in translate_windows(
             stream_lines(str(source)),
             SearchOptions(),
             translator=translator,
-            source=ModelSource(str(reverse_run), device="cpu"),
+            spec=ModelSpec(reverse_run, device="cpu"),
             workers=workers,
             window=16,  # many windows, each sorted on its own
         )

@@ -29,6 +29,7 @@ from attnmt.sweep.run import run_sweep
 from attnmt.sweep.spec import load_plan
 from attnmt.sweep.store import Store, default_url
 from attnmt.utils import UserError
+from tests.conftest import is_score
 
 BASE = {
     "data": {
@@ -85,7 +86,7 @@ def test_a_2x2_grid_runs_to_completion_with_sqlite(grid_2x2):
     for trial in done:
         attrs = trial.user_attrs
         assert trial.value == attrs["valid_bleu"] == max(trial.intermediate_values.values())
-        assert 0 <= attrs["test_bleu"] <= 100 and attrs["test_sentences"] == 30 and attrs["test_beam"] == 2
+        assert is_score(attrs["test_bleu"]) and attrs["test_sentences"] == 30 and attrs["test_beam"] == 2
         assert attrs["parameters"] > 0 and attrs["tokens_per_s"] > 0 and attrs["steps"] == 20
         assert attrs["valid_loss"] > 0 and attrs["train_seconds"] > 0
         assert attrs["machine"]["cpu"] and attrs["machine"]["threads"] == 1 and attrs["command"] is None

@@ -14,24 +14,17 @@ import torch
 
 from attnmt import search
 from attnmt.corpora import Example, load_corpus, read_test_files
+from attnmt.evaluation import evaluate, evaluate_runs, significance, training_summary, write_evaluation
+from attnmt.loading import ModelSpec, load
 from attnmt.textfiles import decode_lines, read_input
-from attnmt.translate import (
-    MAX_SOURCE_TOKENS,
-    Translator,
-    evaluate,
-    evaluate_runs,
-    heatmap,
-    nbest_lines,
-    significance,
-    training_summary,
-    write_evaluation,
-)
+from attnmt.translate import MAX_SOURCE_TOKENS, Translator, heatmap, nbest_lines
 from attnmt.utils import UserError
+from tests.conftest import is_score
 
 
 @pytest.fixture(scope="module")
 def translator(reverse_run) -> Translator:
-    return Translator.from_checkpoint(reverse_run, device="cpu")
+    return load(ModelSpec(reverse_run, device="cpu"))
 
 
 @pytest.fixture(scope="module")
@@ -135,12 +128,13 @@ def test_impossible_search_sizes_are_user_errors(translator, beam_size, n_best):
 
 def test_loading_errors_name_the_problem(reverse_run, tmp_path):
     with pytest.raises(UserError, match="no such run directory"):
-        Translator.from_checkpoint(tmp_path / "missing")
-    with pytest.raises(UserError, match="expected one of best, last"):
-        Translator.from_checkpoint(reverse_run, which="kept")
+        load(ModelSpec(tmp_path / "missing"))
+    with pytest.raises(UserError, match="expected one of best, last") as error:
+        load(ModelSpec(reverse_run, checkpoint="kept"))
+    assert error.value.field == "checkpoint"
     with pytest.raises(UserError, match="not a run directory with checkpoints"):
-        Translator.from_checkpoint(tmp_path)
-    last = Translator.from_checkpoint(reverse_run, which="last", device="cpu")
+        load(ModelSpec(tmp_path))
+    last = load(ModelSpec(reverse_run, checkpoint="last", device="cpu"))
     assert last.checkpoint.parent == reverse_run / "checkpoints"
 
 
@@ -209,11 +203,11 @@ def test_evaluate_runs_names_each_result_compares_it_to_the_first_and_writes_it(
     notes = []
     examples = test_examples[:20]
     results = evaluate_runs(
-        [reverse_run, last], lambda _: examples, device="cpu", bootstrap_samples=20, announce=notes.append
+        ModelSpec((reverse_run, last), device="cpu").alone(), lambda _: examples, bootstrap_samples=20, say=notes.append
     )
     assert [r.name for r in results] == [reverse_run.name, last.name] and len(notes) == 2
     assert results[1].checkpoint == last and results[0].bootstrap.p_value is None
-    assert results[1].bootstrap is not None and 0 <= results[1].bootstrap.mean <= 100
+    assert results[1].bootstrap is not None and is_score(results[1].bootstrap.mean)
     out = write_evaluation(results, tmp_path / "eval", {"split": "test"})
     figures = json.loads((out / "evaluation.json").read_text())
     assert figures["split"] == "test" and [run["name"] for run in figures["runs"]] == [reverse_run.name, last.name]

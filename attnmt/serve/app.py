@@ -1,7 +1,8 @@
-"""The FastAPI application: `create_app(catalog, limits)`, laid out as FastAPI's "bigger
-applications": the routes on a router (`routes.py`) over one server state (`state.py`), assembled
-here with the middleware that counts, times and size-limits every request, and the handlers that
-turn every refusal into one JSON shape.
+"""The FastAPI application: `create_app(catalog, limits)`.
+
+Laid out as FastAPI's "bigger applications": the routes on a router (`routes.py`) over one
+server state (`state.py`), assembled here with the middleware that counts, times and size-limits
+every request, and the handlers that turn every refusal into one JSON shape.
 
 Routes: the page (`/`), `/v1/models`, `/v1/translate`, `/v1/explain`, a run's test-set
 `examples` and `analysis`, `/health`, `/metrics` (Prometheus), and FastAPI's `/docs`.

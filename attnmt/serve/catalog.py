@@ -14,14 +14,28 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from attnmt.evaluation import split_examples, training_summary
+from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, chrf, sentence_chrf
 from attnmt.search import SearchOptions
 from attnmt.tokenize import WordTokenizer
-from attnmt.translate import Explanation, Translation, Translator, split_examples, training_summary
+from attnmt.translate import Explanation, Translation, Translator
 from attnmt.utils import UserError
 
+# A user error's field -> the request field that set it (the API's face of `UserError.field`).
+API_FIELDS = {
+    "decode.beam_size": "beam_size",
+    "decode.n_best": "n_best",
+    "decode.length_penalty": "length_penalty",
+    "max_length": "max_length",
+}
 EXAMPLES = 30  # test sources offered as examples on the page
 ANALYSIS_CHUNK = 64  # test sentences translated per turn, so that requests interleave with the analysis
+
+
+def api_field(error: UserError) -> str | None:
+    """The request field a user error names, in the API's words; None when no request field set it."""
+    return API_FIELDS.get(error.field or "")
 
 
 def _rounded(rows) -> list:
@@ -52,10 +66,9 @@ def sentence_json(translation: Translation, with_attention: bool) -> dict:
 class ServedRun:
     """One trained run behind the API: its Translator and what the page shows about it."""
 
-    def __init__(self, name: str, translator: Translator, data_dir: str | None = None):
+    def __init__(self, name: str, translator: Translator):
         self.name = name
         self.translator = translator
-        self.data_dir = data_dir
         self._test: list | None = None
         self._analysis: dict | None = None
         self._lock = threading.Lock()  # one reader of the test set, one analysis at a time
@@ -84,7 +97,7 @@ class ServedRun:
                 "decoder_hidden": model.decoder_hidden,
                 "decoder_layers": model.decoder_layers,
                 "tokenizer": config.data.tokenizer,
-                "parameters": sum(p.numel() for p in self.translator.model.parameters()),
+                "parameters": self.translator.parameters,
             },
             "training": {
                 **training_summary(self.translator.checkpoint),
@@ -103,7 +116,7 @@ class ServedRun:
         """The run's test split (read once); a corpus that cannot be read is a UserError."""
         with self._lock:
             if self._test is None:
-                self._test = split_examples(self.translator.config.data, "test", data_dir=self.data_dir)
+                self._test = split_examples(self.translator.config.data, "test")
             return self._test
 
     def examples(self) -> list[str]:
@@ -168,14 +181,19 @@ class ServedRun:
 
 
 def served_name(path: Path) -> str:
-    """A run directory serves as its folder's name; one checkpoint folder as run@checkpoint."""
+    """A run directory (or export) serves as its folder's name; one checkpoint folder as run@checkpoint."""
     if path.parent.name == "checkpoints":
         return f"{path.parent.parent.name}@{path.name}"
     return path.name
 
 
+def model_name(spec: ModelSpec) -> str:
+    """The name a model is served under: its path's `served_name`, or its members' joined by "+"."""
+    return "+".join(served_name(Path(os.path.abspath(path))) for path in spec.paths)  # symbolic links kept
+
+
 class Catalog:
-    """The served runs by name, in the order given (the first is the default)."""
+    """The served models by name, in the order given (the first is the default)."""
 
     def __init__(self, runs: Sequence[ServedRun]):
         if not runs:
@@ -184,22 +202,17 @@ class Catalog:
         self.default = runs[0].name
 
     @classmethod
-    def load(
-        cls, paths: Sequence[str | Path], *, which: str = "best", device: str = "cpu", data_dir: str | None = None
-    ) -> Catalog:
-        """Load every run once; a missing or untrained run, or two runs with one name, is a UserError."""
-        names: dict[str, Path] = {}
-        for path in map(Path, paths):
-            name = served_name(Path(os.path.abspath(path)))  # as the user named it: symbolic links kept
+    def load(cls, models: Sequence[ModelSpec]) -> Catalog:
+        """Load every model once (`loading.load`); a missing or untrained run, or two models with
+        one name, is a UserError."""
+        names: dict[str, ModelSpec] = {}
+        for spec in models:
+            name = model_name(spec)
             if name in names:
-                raise UserError(f"{path}: two runs would both be served as {name!r} (the other: {names[name]})")
-            names[name] = path
-        return cls(
-            [
-                ServedRun(name, Translator.from_checkpoint(path, which=which, device=device), data_dir)
-                for name, path in names.items()
-            ]
-        )
+                given, other = (", ".join(each.paths) for each in (spec, names[name]))
+                raise UserError(f"{given}: two runs would both be served as {name!r} (the other: {other})")
+            names[name] = spec
+        return cls([ServedRun(name, load(spec)) for name, spec in names.items()])
 
     def get(self, name: str | None) -> ServedRun:
         """The run a request names (None: the default); an unknown name is a KeyError."""

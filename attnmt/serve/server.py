@@ -9,40 +9,41 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from attnmt.serve.schemas import Limits
 from attnmt.utils import UserError
+
+if TYPE_CHECKING:  # torch: loaded once the port is bound
+    from attnmt.loading import ModelSpec
 
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening-ready TCP socket on host:port; an unknown host or a port in use is a UserError."""
     if not 0 <= port <= 65535:
-        raise UserError(f"--port: expected 0-65535, got {port}")
+        raise UserError(f"expected 0-65535, got {port}", field="port")
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as error:
-        raise UserError(f"--host {host}: cannot resolve it ({error.strerror})") from None
+        raise UserError(f"{host}: cannot resolve it ({error.strerror})", field="host") from None
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart may reuse a port in TIME_WAIT
     try:
         sock.bind(address)
     except OSError as error:
         sock.close()
-        raise UserError(f"--port {port}: cannot listen on {host}:{port} ({error.strerror})") from None
+        raise UserError(f"cannot listen on {host}:{port} ({error.strerror})", field="port") from None
     return sock
 
 
 def serve(
-    runs: Sequence[str],
+    models: Sequence[ModelSpec],
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
-    which: str = "best",
-    device: str = "cpu",
-    data_dir: str | None = None,
     limits: Limits | None = None,
 ) -> None:
-    """Serve `runs` at http://host:port until SIGINT/SIGTERM."""
+    """Serve `models` (each a run, an export or an ensemble) at http://host:port until SIGINT/SIGTERM."""
     import uvicorn
 
     from attnmt.serve.app import create_app
@@ -50,7 +51,7 @@ def serve(
 
     sock = bind(host, port)
     try:
-        catalog = Catalog.load(runs, which=which, device=device, data_dir=data_dir)
+        catalog = Catalog.load(models)
         app = create_app(catalog, limits)
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from attnmt.search import SearchOptions
 from attnmt.serve.batcher import Batcher
-from attnmt.serve.catalog import Catalog, ServedRun
+from attnmt.serve.catalog import Catalog, ServedRun, api_field
 from attnmt.serve.schemas import ExplainRequest, Limits, RequestRefused, TranslateRequest
 from attnmt.translate import Translation
 from attnmt.utils import UserError
@@ -85,7 +85,7 @@ class ServerState:
 
     def translate(self, model: str, sentences: Sequence[str], options: SearchOptions) -> list[Translation]:
         """Decode now, on the calling thread (the batcher's worker calls this with the lock held)."""
-        return self.catalog.get(model).translator.translate(sentences, options, warn=lambda message: None)
+        return self.catalog.get(model).translator.translate(sentences, options, say=lambda message: None)
 
     def in_turn(self, work: Callable[..., Result], *args) -> Result:
         """`work(*args)` on the calling thread, taking turns with the batches for the cores."""
@@ -106,8 +106,7 @@ class ServerState:
         try:
             return run.options(request.beam_size, n_best, request.length_penalty, request.max_length)
         except UserError as error:
-            field = "n_best" if "n-best" in str(error) else "beam_size"
-            raise RequestRefused(field, str(error)) from None
+            raise RequestRefused(api_field(error) or "beam_size", error.problem) from None
 
     async def within_timeout(self, work: Awaitable[Result]) -> Result:
         """The awaitable's result, or a 503 when it takes longer than the request timeout."""

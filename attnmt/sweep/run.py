@@ -1,7 +1,7 @@
 """`attnmt sweep SWEEP.yaml`: run a sweep's trials (see `spec`) in one or N worker processes.
 
 A trial is an ordinary run directory, SWEEP_DIR/trials/NAME, trained by `train.fit` and then
-scored on the test split by `translate.evaluate` from its best checkpoint, with the trial
+scored on the test split by `evaluation.evaluate` from its best checkpoint, with the trial
 config's decode settings (beam search) unless the sweep sets test_beam_size: so
 `attnmt evaluate SWEEP_DIR/trials/NAME` prints the same test BLEU. Everything the report needs
 is stored in the trial's user attributes in the Optuna study (see `store`): the resolved
@@ -315,10 +315,11 @@ def _training_results(path: Path, summary: dict | None) -> dict:
 
 def _test_results(path: Path, config: Config, bundle, plan: Plan) -> dict:
     """sacreBLEU on the test split from the best checkpoint (see the module docstring)."""
+    from attnmt.evaluation import evaluate
+    from attnmt.loading import ModelSpec, load
     from attnmt.metrics import DEFAULT_LENGTH_BUCKETS
-    from attnmt.translate import Translator, evaluate
 
-    translator = Translator.from_checkpoint(path, which="best", device=config.train.device)
+    translator = load(ModelSpec(path, device=config.train.device))
     beam = plan.spec.test_beam_size or config.decode.beam_size
     buckets = plan.spec.length_buckets or DEFAULT_LENGTH_BUCKETS
     evaluation = evaluate(
@@ -331,5 +332,5 @@ def _test_results(path: Path, config: Config, bundle, plan: Plan) -> dict:
         "test_beam": beam,
         "test_sentences": len(evaluation.hypotheses),
         "test_by_length": [[b.label, b.sentences, b.bleu] for b in evaluation.by_length],
-        "parameters": sum(p.numel() for p in translator.model.parameters()),
+        "parameters": translator.parameters,
     }

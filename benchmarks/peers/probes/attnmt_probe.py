@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _probe import record_training, set_threads, write_translation_result
 
 from attnmt.config import load_config
+from attnmt.loading import ModelSpec, load
 from attnmt.search import SearchOptions, decode_all
 from attnmt.train import Trainer, fit
-from attnmt.translate import Translator
 
 
 def train(args: argparse.Namespace) -> None:
@@ -43,7 +43,7 @@ def train(args: argparse.Namespace) -> None:
 
 def translate(args: argparse.Namespace) -> None:
     set_threads(args.threads)
-    translator = Translator.from_checkpoint(args.checkpoint, device="cpu")
+    translator = load(ModelSpec(args.checkpoint, device="cpu"))
     vocab = translator.codec.src_vocab
     sources = [vocab.encode(line.split()) for line in args.source.read_text(encoding="utf-8").splitlines()]
     decode = translator.config.decode

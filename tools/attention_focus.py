@@ -1,6 +1,6 @@
 """Where trained models attend: the share of attention on each run's first source position.
 
-    python -m benchmarks.attention_focus RUN_DIR [RUN_DIR ...] [--sentences 200] [--json FILE]
+    python -m tools.attention_focus RUN_DIR [RUN_DIR ...] [--sentences 200] [--json FILE]
 
 Each run greedily translates the first N sentences of its validation split; over every output
 step (the </s> step included) it reports the mean attention weight on source position 0 and how
@@ -17,7 +17,9 @@ from pathlib import Path
 
 import torch
 
-from attnmt.translate import Translator, split_examples
+from attnmt.evaluation import split_examples
+from attnmt.loading import ModelSpec, load
+from attnmt.translate import Translator
 from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, positive_int, write_results
 from benchmarks.report import markdown_table
@@ -41,7 +43,7 @@ def first_position_focus(translator: Translator, sentences: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.attention_focus", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.attention_focus", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (their best checkpoint)")
     parser.add_argument("--sentences", type=positive_int, default=200, help="first N validation sentences")
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         for run in args.runs:
-            translator = Translator.from_checkpoint(run, device="cpu")
+            translator = load(ModelSpec(run, device="cpu"))
             sentences = [example.src for example in split_examples(translator.config.data, "valid")[: args.sentences]]
             model = translator.config.model
             results.append(
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                 | first_position_focus(translator, sentences)
             )
     except UserError as error:  # a folder that is not a run, a corpus that cannot be read
-        print(f"benchmarks.attention_focus: error: {error}", file=sys.stderr)
+        print(f"tools.attention_focus: error: {error}", file=sys.stderr)
         return 2
     header = ["run", "init", "decoder", "score", "steps", "mean weight on position 0", "argmax at 0", "1 / length"]
     body = [
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(markdown_table(header, body)))
     if args.json:
         machine = describe_machine(torch.device("cpu"))
-        write_results(args.json, {"machine": machine, "runs": results}, "benchmarks.attention_focus", argv)
+        write_results(args.json, {"machine": machine, "runs": results}, "tools.attention_focus", argv)
     return 0
 
 

@@ -1,6 +1,6 @@
 """The Multi30k results table, collected from the evaluations `scripts/multi30k-table.sh` writes.
 
-    python -m benchmarks.multi30k_table runs/table [--json docs/results/multi30k-table.json] [--update]
+    python -m tools.multi30k_table runs/table [--json docs/results/multi30k-table.json] [--update]
 
 Reads every RUNS/evaluation/CONFIG-TEST-KIND/evaluation.json (TEST: test2016 or test2017; KIND:
 single, which scores each run and its averaged checkpoint, or ensemble, ensemble-averaged) and
@@ -135,7 +135,7 @@ def _previous_entries(path: Path) -> list[dict]:
     when it is not one."""
     if not path.exists():
         return []
-    expected = "expected a table written by python -m benchmarks.multi30k_table"
+    expected = "expected a table written by python -m tools.multi30k_table"
     results = _read_json(path, expected)
     entries = results.get("entries") if isinstance(results, dict) else None
     if not (isinstance(entries, list) and all(isinstance(e, dict) and e.keys() >= ROW_KEYS for e in entries)):
@@ -217,7 +217,7 @@ def summary_rows(results: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.multi30k_table", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.multi30k_table", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs_dir", type=Path, help="the folder scripts/multi30k-table.sh trained and evaluated in")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     parser.add_argument(
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         found = collect(args.runs_dir, [data_dir.rstrip("/"), str(Path(data_dir).resolve())] if data_dir else [])
         previous = _previous_entries(args.json) if args.update else []
     except UserError as error:
-        print(f"benchmarks.multi30k_table: error: {error}", file=sys.stderr)
+        print(f"tools.multi30k_table: error: {error}", file=sys.stderr)
         return 2
     if not found:
         print(f"{args.runs_dir}/evaluation: no evaluation.json under CONFIG-TEST-KIND folders", file=sys.stderr)
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     entries = merge(previous, found)
     machines = {json.dumps(entry["machine"], sort_keys=True) for entry in entries}
     results = {"machine": entries[0]["machine"], "same_machine": len(machines) == 1, "entries": entries}
-    write_results(args.json, results, "benchmarks.multi30k_table", argv)
+    write_results(args.json, results, "tools.multi30k_table", argv)
     print("\n".join(markdown_table(*table_rows(results))))
     return 0
 

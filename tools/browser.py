@@ -1,6 +1,6 @@
 """The attention explorer in headless Chromium: what the browser test and the docs' screenshots share.
 
-    python -m benchmarks.browser [--runs runs/demo runs/multi30k-en-de] [--output docs/serving]
+    python -m tools.browser [--runs runs/demo runs/multi30k-en-de] [--output docs/serving]
 
 writes OUTPUT-translate.png, OUTPUT-compare.png and OUTPUT-search.png: `attnmt serve` on the
 runs, a sentence typed into the page, its heatmap hovered, the two runs compared, the search
@@ -76,7 +76,7 @@ def screenshots(runs: list[str], output: str) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.browser", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.browser", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", default=["runs/demo", "runs/multi30k-en-de"], help="runs to serve")
     parser.add_argument("--output", default="docs/serving", help="screenshot path prefix")
     args = parser.parse_args(argv)

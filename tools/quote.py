@@ -1,33 +1,38 @@
 """Tables in the README and docs quoted from committed raw results, and kept equal to them.
 
-    python -m benchmarks.quote README.md docs/performance.md    # rewrite every quoted table
-    python -m benchmarks.quote --check README.md ...            # exit 1 if one differs
+    python -m tools.quote README.md docs/performance.md    # rewrite every quoted table
+    python -m tools.quote --check README.md ...            # exit 1 if one differs
 
 A quoted table follows a marker line naming the results file and the table:
 
     <!-- results: benchmarks/results/peers-speed.json peers-speed -->
 
 and is exactly what the benchmark's own report renders from that file. `tests/test_results.py`
-runs the check over the README and docs/, so a document cannot drift from its data.
+runs the check over the README and docs/, so a document cannot drift from its data. One table's
+source is a test instead: docs/design.md's layering table is the import table of
+`tests/test_layering.py` (`<!-- results: tests/test_layering.py layering -->`).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib.util
 import json
 import re
 import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from benchmarks.engines import engine_rows
 from benchmarks.gpu import gpu_rows
 from benchmarks.large_file import large_file_rows
-from benchmarks.multi30k_table import summary_rows, table_rows
 from benchmarks.peers.report import quality_rows, speed_rows
 from benchmarks.report import headlines, markdown_table, tables
 from benchmarks.serving import serving_rows
+from tools.multi30k_table import summary_rows, table_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- results: (\S+) (\S+) -->")
@@ -146,6 +151,20 @@ def _seed_trials_table(results: dict) -> list[str]:
     return markdown_table(header, body)
 
 
+def _layering_table(test: ModuleType) -> list[str]:
+    """The layering test's ALLOWED, row by row: a module's job is its docstring's first paragraph, "light" its
+    place in NO_TORCH."""
+    order = {module: index for index, module in enumerate(test.ALLOWED)}
+    body = []
+    for module, allowed in test.ALLOWED.items():
+        docstring = ast.get_docstring(ast.parse(test.module_path(module).read_text(encoding="utf-8"))) or ""
+        imports = sorted(allowed, key=lambda name: (order.get(name, len(order)), name))
+        summary = " ".join(docstring.split("\n\n")[0].split()).replace("|", "\\|")
+        light = "yes" if module in test.NO_TORCH else ""
+        body.append([f"`{module}`", summary, ", ".join(f"`{name}`" for name in imports) or "nothing", light])
+    return markdown_table(["module", "its job (its docstring's summary)", "may import from attnmt", "light"], body)
+
+
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "peers-speed": lambda results: markdown_table(*speed_rows(results)),
     "peers-quality": lambda results: markdown_table(*quality_rows(results)),
@@ -163,14 +182,26 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     **{f"experiments-{name}-steps": _steps_table(name) for name in SEED_EXPERIMENTS},
     "experiments-attention-length": _length_table("attention"),
     "experiments-trials": _seed_trials_table,
+    "layering": _layering_table,
 }
+
+
+def _source(path: str) -> dict | ModuleType:
+    """A results file's data, or a Python file (the layering test) loaded as a module without running its tests."""
+    file = ROOT / path
+    if file.suffix != ".py":
+        return json.loads(file.read_text(encoding="utf-8"))
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def render(path: str, table: str) -> list[str]:
     """The lines of `table` rendered from the results file `path` (relative to the repository)."""
     if table not in RENDERERS:
         raise ValueError(f"unknown table {table!r}; known: {', '.join(RENDERERS)}")
-    return RENDERERS[table](json.loads((ROOT / path).read_text(encoding="utf-8")))
+    return RENDERERS[table](_source(path))
 
 
 def _quoted_length(lines: list[str], start: int) -> int:
@@ -196,7 +227,7 @@ def requote(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.quote", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.quote", description=__doc__.split("\n\n")[0])
     parser.add_argument("documents", nargs="+", type=Path)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
     args = parser.parse_args(argv)

@@ -1,0 +1,146 @@
+"""What several commands share: their arguments, the model they load, and how they tell the user.
+
+Every argument that more than one command takes is defined once here (`--data-dir`, the model
+and search options), so its name, default and help cannot drift between commands. `FLAGS` is the
+command line's face of a `UserError`'s field: the flag a user typed for the setting at fault.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from attnmt.quantize import CHOICES as QUANTIZE_CHOICES
+from attnmt.utils import Say
+
+# A UserError's field -> the flag that sets it. A field without a flag here is a config key (or
+# has no flag) and is shown as it is named.
+FLAGS = {
+    "decode.beam_size": "--beam",
+    "decode.n_best": "--n-best",
+    "decode.length_penalty": "--length-penalty",
+    "checkpoint": "--checkpoint",
+    "device": "--device",
+    "engine": "--engine",
+    "quantize": "--quantize",
+    "ensemble_attention": "--ensemble-attention",
+    "data_dir": "--data-dir",
+    "overrides": "--set",
+    "output": "--output",
+    "ref": "--ref",
+    "last": "--last",
+    "output_dir": "--output-dir",
+    "workers": "--workers",
+    "bootstrap": "--bootstrap",
+    "tune": "--tune",
+    "tune_beams": "--tune-beams",
+    "tune_penalties": "--tune-penalties",
+    "host": "--host",
+    "port": "--port",
+}
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """The config file (optional where a command can do without) and its --set overrides."""
+    help_text = "YAML config file" if required else "YAML config file (not needed with --resume)"
+    parser.add_argument("config", nargs=None if required else "?", help=help_text)
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one config value (repeatable), e.g. --set train.lr=0.0005",
+    )
+
+
+def add_data_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="folder holding the corpora (else the config's data.data_dir, $ATTNMT_DATA, the cache, download)",
+    )
+
+
+def add_loading_arguments(parser: argparse.ArgumentParser) -> None:
+    """How to load the model(s): what `loading.ModelSpec` takes besides the paths."""
+    parser.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run")
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "torch", "onnxruntime"),
+        default="auto",
+        help="what runs the model: auto (onnxruntime for an export, else torch), torch, onnxruntime",
+    )
+    parser.add_argument(
+        "--quantize",
+        choices=QUANTIZE_CHOICES,
+        default="none",
+        help="int8: dynamic int8 quantization of a run's weights (CPU; an export is quantized when made)",
+    )
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--beam", type=int, metavar="K", help="beam size (default: the run's decode.beam_size); 1 = greedy"
+    )
+    parser.add_argument(
+        "--length-penalty", type=float, metavar="ALPHA", help="default: the run's decode.length_penalty"
+    )
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """Which model(s) to load, how, and how to search."""
+    if several:
+        parser.add_argument(
+            "runs", nargs="+", metavar="RUN_DIR", help="run directories (or checkpoint folders, or ONNX exports)"
+        )
+    else:
+        parser.add_argument(
+            "run_dir", metavar="RUN_DIR", help="run directory (or one checkpoint folder, or an ONNX export)"
+        )
+    add_loading_arguments(parser)
+    add_search_arguments(parser)
+
+
+def model_spec(
+    args: argparse.Namespace, paths, *, ensemble_attention: str | int = "mean", data_dir: str | None = None
+):
+    """The `ModelSpec` of `paths`, loaded as the arguments of `add_loading_arguments` say."""
+    from attnmt.loading import ModelSpec  # torch: loaded only by the commands that load a model
+
+    return ModelSpec(
+        tuple(paths),
+        checkpoint=args.checkpoint,
+        device=args.device,
+        engine=args.engine,
+        quantize=args.quantize,
+        ensemble_attention=ensemble_attention,
+        data_dir=data_dir,
+    )
+
+
+def printer(console: Console, *, style: str | None = None) -> Say:
+    """A `Say` that prints one line as it is: no markup (a path may hold brackets), no wrapping
+    (a log file or CI would get rich's 80 columns)."""
+
+    def say(line: str) -> None:
+        console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+
+    return say
+
+
+def int_list(text: str) -> list[int]:
+    """argparse type: "1,3,5" -> [1, 3, 5]; a bad item is a usage error naming it."""
+    try:
+        return [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+
+
+def float_list(text: str) -> list[float]:
+    try:
+        return [float(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None

@@ -1,0 +1,381 @@
+"""Scoring translations: `evaluate` one model on a test set, `evaluate_runs` to compare models
+(with the paired bootstrap), `tune_search` to choose the beam size and length penalty on the
+validation split, and `export_int8`, which keeps an int8 export only when it scores close to
+float32.
+
+`evaluate` translates the sources, then scores the detokenized text with sacreBLEU's BLEU and
+chrF, the tokenized-lowercased BLEU of older papers, and BLEU by source length.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attnmt.checkpoint import checkpoints_dir, read_index, read_meta, run_dir_of
+from attnmt.config import DataConfig
+from attnmt.corpora import Example, load_corpus
+from attnmt.export import check_output, export_onnx, replace_export
+from attnmt.loading import ModelSpec, load
+from attnmt.metrics import (
+    DEFAULT_LENGTH_BUCKETS,
+    BootstrapResult,
+    BucketScore,
+    Score,
+    bleu,
+    bleu_by_length,
+    chrf,
+    paired_bootstrap,
+    tokenized_bleu,
+)
+from attnmt.plot import length_plot
+from attnmt.quantize import BLEU_BOUND, quantize_export
+from attnmt.search import SearchOptions
+from attnmt.tokenize import WordTokenizer
+from attnmt.translate import Translator
+from attnmt.utils import Say, UserError, WriteFailed, write_text_atomic
+
+
+def _quiet(line: str) -> None:
+    """The default `say` of long jobs: tell nobody."""
+
+
+@dataclass
+class Evaluation:
+    """Scores of one system on one test set, and what they were computed from."""
+
+    sources: list[str]
+    references: list[tuple[str, ...]]
+    hypotheses: list[str]
+    bleu: Score
+    chrf: Score
+    tokenized_bleu: Score
+    by_length: list[BucketScore]
+    lowercase: bool = False  # the model's data.lowercase, which BLEU and chrF used
+
+    def figures(self) -> dict:
+        """The numbers as plain JSON-ready values."""
+        return {
+            "sentences": len(self.hypotheses),
+            "bleu": self.bleu.score,
+            "bleu_signature": self.bleu.signature,
+            "bleu_detail": self.bleu.detail,
+            "chrf": self.chrf.score,
+            "chrf_signature": self.chrf.signature,
+            "tokenized_bleu": self.tokenized_bleu.score,
+            "tokenized_bleu_signature": self.tokenized_bleu.signature,
+            "bleu_by_length": [
+                {"bucket": b.label, "low": b.low, "high": b.high, "sentences": b.sentences, "bleu": b.bleu}
+                for b in self.by_length
+            ],
+        }
+
+
+def evaluate(
+    translator: Translator,
+    examples: Sequence[Example],
+    options: SearchOptions | None = None,
+    *,
+    length_buckets: Sequence[int] = DEFAULT_LENGTH_BUCKETS,
+) -> Evaluation:
+    """Translate the examples' sources (searched as `options` say; default: the run's decode
+    settings) and score them against all their references.
+
+    Source lengths for the buckets are word tokens (whatever the model's tokenizer), and the
+    tokenized BLEU word-tokenizes and lowercases both sides, so both compare across models.
+    """
+    if not examples:
+        raise UserError("no sentences to evaluate on")
+    data = translator.config.data
+    sources = [example.src for example in examples]
+    references = [tuple(example.refs) for example in examples]
+    translations = translator.translate(sources, options)
+    hypotheses = [t.text for t in translations]
+    words = WordTokenizer(data.tgt_lang, lowercase=True)
+    source_words = WordTokenizer(data.src_lang)
+    return Evaluation(
+        sources=sources,
+        references=references,
+        hypotheses=hypotheses,
+        bleu=bleu(hypotheses, references, lowercase=data.lowercase),
+        chrf=chrf(hypotheses, references, lowercase=data.lowercase),
+        tokenized_bleu=tokenized_bleu(
+            [words.tokenize(h) for h in hypotheses], [[words.tokenize(r) for r in refs] for refs in references]
+        ),
+        by_length=bleu_by_length(
+            [len(source_words.tokenize(s)) for s in sources],
+            hypotheses,
+            references,
+            edges=length_buckets,
+            lowercase=data.lowercase,
+        ),
+        lowercase=data.lowercase,
+    )
+
+
+def significance(systems: Sequence[tuple[str, Evaluation]], samples: int = 1000) -> list[BootstrapResult] | None:
+    """Paired bootstrap of BLEU against the first system; None unless there are several
+    systems evaluated on the same sentences and references."""
+    if len(systems) < 2:
+        return None
+    first = systems[0][1]
+    if any(e.sources != first.sources or e.references != first.references for _, e in systems):
+        return None
+    hypotheses = [(name, evaluation.hypotheses) for name, evaluation in systems]
+    return paired_bootstrap(hypotheses, first.references, samples=samples, lowercase=first.lowercase)
+
+
+@dataclass
+class RunEvaluation:
+    """One run's scores in a comparison: its name, the checkpoint that was scored, the
+    Evaluation, and the paired bootstrap against the first run (when runs share a test set)."""
+
+    name: str
+    checkpoint: Path
+    evaluation: Evaluation
+    bootstrap: BootstrapResult | None = None
+    search: dict = field(default_factory=dict)  # the options used, and the tuning trials if tuned
+    members: list[str] = field(default_factory=list)  # an ensemble's checkpoints
+
+
+def run_names(runs: Sequence[str | Path]) -> list[str]:
+    """Short names (the folder's name) where they are unique, else the paths as given."""
+    names = [Path(run).name or str(run) for run in runs]
+    return names if len(set(names)) == len(names) else [str(run) for run in runs]
+
+
+def system_names(systems: Sequence[ModelSpec]) -> list[str]:
+    """Each system's name: its runs' `run_names`, joined by " + " for an ensemble."""
+    names = iter(run_names([path for spec in systems for path in spec.paths]))
+    return [" + ".join(next(names) for _ in spec.paths) for spec in systems]
+
+
+def evaluate_runs(
+    systems: Sequence[ModelSpec],
+    examples_for: Callable[[Translator], Sequence[Example]],
+    *,
+    options_for: Callable[[Translator], SearchOptions | Tuning] | None = None,
+    bootstrap_samples: int = 1000,
+    say: Say = _quiet,
+) -> list[RunEvaluation]:
+    """Evaluate each system (a run, or an ensemble of runs; one in memory at a time) on
+    `examples_for(translator)`, searched as `options_for(translator)` says (SearchOptions, or a
+    Tuning that chose them; default: each run's decode settings); then, when all systems were
+    scored on the same sentences and references, the paired bootstrap against the first."""
+    if bootstrap_samples < 1:
+        raise UserError(f"need at least 1 bootstrap sample, got {bootstrap_samples}", field="bootstrap")
+    results = []
+    for name, spec in zip(system_names(systems), systems, strict=True):
+        translator = load(spec)
+        chosen = translator.search_options() if options_for is None else options_for(translator)
+        tuning = chosen if isinstance(chosen, Tuning) else None
+        options = tuning.options if tuning else chosen
+        examples = examples_for(translator)
+        say(f"{name}: {translator.checkpoint}, {len(examples):,} sentences, beam {options.beam_size}")
+        search = {"beam_size": options.beam_size, "length_penalty": options.length_penalty}
+        if tuning:
+            search |= {"tuned_on": tuning.split, "trials": tuning.trials}
+        members = [str(member) for member in translator.members] if len(spec.paths) > 1 else []
+        evaluation = evaluate(translator, examples, options)
+        results.append(RunEvaluation(name, translator.checkpoint, evaluation, search=search, members=members))
+    bootstrap = significance([(r.name, r.evaluation) for r in results], bootstrap_samples)
+    for result, compared in zip(results, bootstrap or [None] * len(results), strict=True):
+        result.bootstrap = compared
+    return results
+
+
+@dataclass
+class Tuning:
+    """Search settings chosen on a held-out split, and every setting tried with its BLEU."""
+
+    options: SearchOptions
+    split: str
+    trials: list[dict]
+
+
+TUNE_BEAMS = (1, 3, 5, 10)
+TUNE_PENALTIES = (0.0, 0.5, 1.0, 1.5, 2.0)
+
+
+def tune_search(
+    translator: Translator,
+    examples: Sequence[Example],
+    *,
+    beams: Sequence[int] = TUNE_BEAMS,
+    penalties: Sequence[float] = TUNE_PENALTIES,
+    split: str = "valid",
+    say: Say = _quiet,
+) -> Tuning:
+    """The beam size and length penalty with the best sacreBLEU on `examples` (a validation
+    split: never the test set), trying every pair (the penalty only once for greedy search,
+    which it does not change). Ties go to the smaller beam, then the smaller penalty."""
+    if not examples:
+        raise UserError("no validation sentences to tune on")
+    if not beams or min(beams) < 1:
+        raise UserError(f"expected beam sizes of at least 1, got {list(beams)}", field="tune_beams")
+    if penalties and min(penalties) < 0:
+        raise UserError(f"expected length penalties of at least 0, got {list(penalties)}", field="tune_penalties")
+    base = translator.search_options()
+    trials = []
+    for beam in sorted(set(beams)):
+        for penalty in sorted(set(penalties)) if beam > 1 else [base.length_penalty]:
+            options = translator.search_options(beam_size=beam, length_penalty=penalty)
+            score = evaluate(translator, examples, options).bleu.score
+            trials.append({"beam_size": beam, "length_penalty": penalty, "bleu": score})
+            say(f"tuning on {split}: beam {beam}, length penalty {penalty}: BLEU {score:.2f}")
+    best = max(trials, key=lambda t: (round(t["bleu"], 6), -t["beam_size"], -t["length_penalty"]))
+    chosen = translator.search_options(beam_size=best["beam_size"], length_penalty=best["length_penalty"])
+    return Tuning(chosen, split, trials)
+
+
+def choose_search(
+    translator: Translator,
+    *,
+    beam_size: int | None = None,
+    length_penalty: float | None = None,
+    tune: bool = False,
+    tune_beams: Sequence[int] | None = None,
+    tune_penalties: Sequence[float] | None = None,
+    scored: str = "test",
+    valid: Callable[[], Sequence[Example]] = lambda: [],
+    say: Say = _quiet,
+) -> SearchOptions | Tuning:
+    """How to search when scoring `scored` ("test", "valid", or "files" given by the user): the
+    run's decode settings with `beam_size` and `length_penalty` where given; or, with `tune`, the
+    pair that scores best on the validation examples `valid()` (over `tune_beams` and
+    `tune_penalties`, default TUNE_BEAMS and TUNE_PENALTIES). Tuning scores the test split only,
+    never what it tuned on, and chooses both settings itself."""
+    if not tune:
+        if tune_beams or tune_penalties:
+            field = "tune_beams" if tune_beams else "tune_penalties"
+            raise UserError("a tuning grid needs tuning asked for too", field=field)
+        return translator.search_options(beam_size=beam_size, length_penalty=length_penalty)
+    if beam_size is not None or length_penalty is not None:
+        raise UserError("tuning chooses the beam size and the length penalty: give neither", field="tune")
+    if scored != "test":
+        what = "given files" if scored == "files" else f"the {scored} split"
+        raise UserError(f"tunes on the valid split and scores the test split, not {what}", field="tune")
+    beams, penalties = tune_beams or TUNE_BEAMS, tune_penalties or TUNE_PENALTIES
+    tuning = tune_search(translator, valid(), beams=beams, penalties=penalties, say=say)
+    say(f"tuned on valid: beam {tuning.options.beam_size}, length penalty {tuning.options.length_penalty}")
+    return tuning
+
+
+def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test_set: dict) -> Path:
+    """evaluation.json (`test_set` says what was translated; every figure of every run),
+    hypotheses-N.txt per run and length.png (BLEU by source length), each written atomically."""
+    out_dir = Path(out_dir)
+    figures = {**test_set, "runs": []}
+    try:
+        for index, result in enumerate(results, 1):
+            run = {
+                "name": result.name,
+                "checkpoint": str(result.checkpoint),
+                "training": training_summary(result.checkpoint),
+                "search": result.search,
+                **({"members": result.members} if result.members else {}),
+                **result.evaluation.figures(),
+            }
+            if result.bootstrap is not None:
+                compared = result.bootstrap
+                run["bootstrap"] = {"mean": compared.mean, "ci95": compared.ci, "p_value": compared.p_value}
+            figures["runs"].append(run)
+            hypotheses = "".join(line + "\n" for line in result.evaluation.hypotheses)
+            write_text_atomic(out_dir / f"hypotheses-{index}.txt", hypotheses)
+        length_plot(length_points(results), out_dir / "length.png")
+        write_text_atomic(out_dir / "evaluation.json", json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+    except WriteFailed as error:  # a full disk: the file it names, and what is intact
+        error.field = "output_dir"
+        raise
+    except OSError as exc:
+        raise UserError(f"{out_dir}: cannot write the evaluation ({exc.strerror or exc})", field="output_dir") from None
+    return out_dir
+
+
+def training_summary(checkpoint: Path) -> dict[str, float | int | None]:
+    """How the scored weights were trained, from the checkpoints' meta.json: the checkpoint's
+    step, validation score and minutes of training, and the steps and minutes of the whole run
+    (its last checkpoint). None where a checkpoint does not say."""
+    scored = read_meta(checkpoint)
+    try:
+        last_name = read_index(run_dir_of(checkpoint)).last
+    except UserError:  # a damaged index: the scores are still worth writing
+        last_name = None
+    last = read_meta(checkpoints_dir(run_dir_of(checkpoint)) / last_name) if last_name else {}
+    return {
+        "step": scored.get("step"),
+        "valid_score": scored.get("score"),
+        "minutes": _minutes(scored),
+        "run_steps": last.get("step"),
+        "run_minutes": _minutes(last),
+    }
+
+
+def _minutes(meta: dict) -> float | None:
+    return None if meta.get("elapsed") is None else meta["elapsed"] / 60
+
+
+def length_points(results: Sequence[RunEvaluation]) -> dict[str, list[tuple[str, float]]]:
+    """Per run, (bucket label, BLEU) of BLEU by source length: what `plot.length_plot` draws."""
+    return {r.name: [(bucket.label, bucket.bleu) for bucket in r.evaluation.by_length] for r in results}
+
+
+def split_examples(data: DataConfig, split: str, *, cache: dict | None = None) -> list[Example]:
+    """The train, valid or test examples of a run's corpus (read from its `data_dir`, else as
+    `download.locate` finds it); `cache` (keyed by the data config) saves reading one corpus
+    again for every run that uses it."""
+    cache = {} if cache is None else cache
+    key = data.model_dump_json()
+    if key not in cache:
+        cache[key] = load_corpus(data)
+    return getattr(cache[key], split)
+
+
+@dataclass(frozen=True)
+class Int8Check:
+    """Greedy valid-split BLEU of a run's float32 and int8 exports."""
+
+    float32_bleu: float
+    int8_bleu: float
+    sentences: int
+
+    @property
+    def loss(self) -> float:
+        return self.float32_bleu - self.int8_bleu
+
+    def __str__(self) -> str:
+        return (
+            f"valid BLEU (greedy, {self.sentences:,} sentences): "
+            f"float32 {self.float32_bleu:.2f}, int8 {self.int8_bleu:.2f}"
+        )
+
+
+def export_int8(spec: ModelSpec, output: str | Path) -> Int8Check:
+    """Export `spec`'s run (its first path) quantized to int8 into `output`, kept only when int8
+    loses at most BLEU_BOUND BLEU against float32 on the valid split (greedy search). Otherwise
+    the float32 export is written to `output` instead and a UserError says so. Both exports are
+    made in a staging folder beside `output`, so `output` is only ever a whole export."""
+    output = Path(output)
+    check_output(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{output.name}.", dir=output.parent) as folder:
+        float32 = export_onnx(spec.paths[0], Path(folder) / "float32", which=spec.checkpoint)
+        int8 = quantize_export(float32, Path(folder) / "int8")
+        exports = [ModelSpec(directory, device="cpu", data_dir=spec.data_dir) for directory in (float32, int8)]
+        translators = [load(export) for export in exports]
+        examples = split_examples(translators[0].config.data, "valid")
+        greedy = translators[0].search_options(beam_size=1)
+        float32_bleu, int8_bleu = (evaluate(translator, examples, greedy).bleu.score for translator in translators)
+        check = Int8Check(float32_bleu, int8_bleu, len(examples))
+        if check.loss > BLEU_BOUND:
+            replace_export(float32, output)
+            raise UserError(
+                f"int8 loses {check.loss:.2f} BLEU, more than {BLEU_BOUND}: wrote the float32 export to "
+                f"{output} instead ({check})",
+                field="quantize",
+            )
+        replace_export(int8, output)
+    return check

@@ -1,0 +1,19 @@
+"""Tools that work on results and documents, never timing anything: each is `python -m tools.NAME`.
+
+The index below lists every module of this package, one line each (`tests/test_tools.py` holds it
+to the modules present):
+
+- `quote`: the tables in the README and docs, rewritten from (or checked against) the committed
+  raw results and the layering table of `tests/test_layering.py`.
+- `multi30k_table`: the Multi30k results table, collected from the evaluations
+  `scripts/multi30k-table.sh` writes.
+- `attention_focus`: where trained models attend, the share of attention on each run's first
+  source position.
+- `browser`: the attention explorer in headless Chromium, for the docs' screenshots and the
+  browser test.
+
+Tools import `attnmt` and `benchmarks` (whose reports render the tables they quote); nothing in
+`attnmt` or `benchmarks` imports them. These modules were under `benchmarks/` before, so raw results
+made then record `python -m benchmarks.multi30k_table` or `python -m benchmarks.attention_focus`:
+the same programs, now `python -m tools.multi30k_table` and `python -m tools.attention_focus`.
+"""
