@@ -166,3 +166,97 @@ def test_notebook_runs_and_shows_what_is_committed(tmp_path, monkeypatch):
     assert elapsed < TIME_LIMIT_S
     for index, (ran, saved) in enumerate(zip(code_cells(notebook), code_cells(committed), strict=True)):
         assert output_kinds(ran) == output_kinds(saved), f"code cell {index + 1}: outputs differ; run `make notebook`"
+
+
+# Torch calls that make a tensor (or a random generator) on the default device unless told where.
+TENSOR_FACTORIES = {
+    "tensor", "as_tensor", "arange", "zeros", "ones", "full", "empty", "eye", "linspace",
+    "rand", "randn", "randint", "randperm", "Generator",
+}  # fmt: skip
+# What the notebook builds that holds weights or takes tensors: each goes to DEVICE as it is made.
+MODULE_BUILDERS = {
+    "build_model", "Encoder", "AdditiveAttention", "DotAttention", "GeneralAttention", "NoAttention",
+    "ReadableEncoder", "ReadableDecoder", "ReadableSeq2Seq", "collate",
+}  # fmt: skip
+DEVICE_VARIABLE = "ATTNMT_NOTEBOOK_DEVICE"
+
+
+def _called_name(call: ast.Call) -> str | None:
+    return call.func.id if isinstance(call.func, ast.Name) else None
+
+
+def _moved_to_device(call: ast.Call, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Whether `call` is the receiver of `.to(DEVICE)`: `build_model(...).to(DEVICE)`."""
+    attribute = parents.get(call)
+    outer = parents.get(attribute)
+    return (
+        isinstance(attribute, ast.Attribute)
+        and attribute.attr == "to"
+        and isinstance(outer, ast.Call)
+        and [ast.unparse(arg) for arg in outer.args] == ["DEVICE"]
+    )
+
+
+def device_problems(source: str) -> list[str]:
+    """Where a code cell would put a tensor or a model somewhere else than DEVICE: a tensor made
+    without `device=`, a model or batch built and not moved with `.to(DEVICE)`, `.numpy()` on a
+    tensor that may be on a GPU, or a device named in the code. Class bodies are left out: a
+    module's layers go wherever the module is moved."""
+    try:
+        module = ast.parse(source)
+    except SyntaxError:  # IPython magics: no Python to check
+        return []
+    parents = {child: node for node in ast.walk(module) for child in ast.iter_child_nodes(node)}
+    in_class = {node for cls in ast.walk(module) if isinstance(cls, ast.ClassDef) for node in ast.walk(cls)}
+    problems = []
+    for node in ast.walk(module):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.match(r"(cuda|mps)\b", node.value):
+            problems.append(f"names a device: {node.value!r}")
+        if not isinstance(node, ast.Call) or node in in_class:
+            continue
+        line = ast.unparse(node)[:80]
+        func = node.func
+        is_torch = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch"
+        if is_torch and func.attr in TENSOR_FACTORIES and "device" not in {k.arg for k in node.keywords}:
+            problems.append(f"a tensor on the default device: {line}")
+        if isinstance(func, ast.Attribute) and func.attr in ("cuda", "mps"):
+            problems.append(f"moves to a device of its own: {line}")
+        if isinstance(func, ast.Attribute) and func.attr == "numpy":
+            if not (isinstance(func.value, ast.Call) and ast.unparse(func.value.func).endswith(".cpu")):
+                problems.append(f".numpy() of a tensor that may be on the GPU (use .cpu().numpy()): {line}")
+        if _called_name(node) in MODULE_BUILDERS and not _moved_to_device(node, parents):
+            problems.append(f"built and not moved to DEVICE: {line}")
+        if isinstance(func, ast.Attribute) and func.attr == "from_checkpoint":
+            if "device=DEVICE" not in [ast.unparse(k) for k in node.keywords]:
+                problems.append(f"loaded without device=DEVICE: {line}")
+    return problems
+
+
+def test_the_device_is_chosen_once_and_everything_is_put_on_it():
+    """One `DEVICE`, chosen once from $ATTNMT_NOTEBOOK_DEVICE (default auto: cuda, mps or cpu),
+    and no cell that makes a tensor or a model anywhere else, so the notebook that runs on the
+    CPU in the tests runs the same on a GPU."""
+    sources = [cell.source for cell in code_cells(read_notebook())]
+    choices = [source for source in sources if "choose_device(" in source]
+    assert len(choices) == 1 and sum(source.count("choose_device(") for source in sources) == 1
+    assert f'DEVICE = choose_device(os.environ.get("{DEVICE_VARIABLE}", "auto"))' in choices[0]
+    assert "train.device={DEVICE}" in "".join(sources), "the runs the notebook trains use DEVICE too"
+    problems = [f"code cell {n + 1}: {problem}" for n, source in enumerate(sources) for problem in device_problems(source)]
+    assert problems == []
+
+
+def test_the_device_check_finds_what_would_break_on_a_gpu():
+    """Guards the guard: each kind of mistake that fails with a GPU and passes on the CPU is found."""
+    assert device_problems("x = torch.arange(5, device=DEVICE)\nm = build_model(c, 3, 4).to(DEVICE)") == []
+    for mistake in (
+        "x = torch.tensor([1, 2])",
+        "g = torch.Generator().manual_seed(0)",
+        "m = build_model(c, 3, 4)",
+        "b = collate(indices, src, tgt)",
+        "m = build_model(c, 3, 4).cuda()",
+        "m = model.to('cuda')",
+        "w = weights[0].numpy()",
+        "t = Translator.from_checkpoint(run)",
+    ):
+        assert device_problems(mistake), mistake
+    assert device_problems("class M(nn.Module):\n    def __init__(self):\n        self.x = torch.zeros(3)") == []
