@@ -221,14 +221,14 @@ def device_problems(source: str) -> list[str]:
             problems.append(f"a tensor on the default device: {line}")
         if isinstance(func, ast.Attribute) and func.attr in ("cuda", "mps"):
             problems.append(f"moves to a device of its own: {line}")
-        if isinstance(func, ast.Attribute) and func.attr == "numpy":
-            if not (isinstance(func.value, ast.Call) and ast.unparse(func.value.func).endswith(".cpu")):
-                problems.append(f".numpy() of a tensor that may be on the GPU (use .cpu().numpy()): {line}")
+        on_cpu = isinstance(func, ast.Attribute) and ast.unparse(func.value).endswith(".cpu()")
+        if isinstance(func, ast.Attribute) and func.attr == "numpy" and not on_cpu:
+            problems.append(f".numpy() of a tensor that may be on the GPU (use .cpu().numpy()): {line}")
         if _called_name(node) in MODULE_BUILDERS and not _moved_to_device(node, parents):
             problems.append(f"built and not moved to DEVICE: {line}")
-        if isinstance(func, ast.Attribute) and func.attr == "from_checkpoint":
-            if "device=DEVICE" not in [ast.unparse(k) for k in node.keywords]:
-                problems.append(f"loaded without device=DEVICE: {line}")
+        loads = isinstance(func, ast.Attribute) and func.attr == "from_checkpoint"
+        if loads and "device=DEVICE" not in [ast.unparse(k) for k in node.keywords]:
+            problems.append(f"loaded without device=DEVICE: {line}")
     return problems
 
 
@@ -241,7 +241,7 @@ def test_the_device_is_chosen_once_and_everything_is_put_on_it():
     assert len(choices) == 1 and sum(source.count("choose_device(") for source in sources) == 1
     assert f'DEVICE = choose_device(os.environ.get("{DEVICE_VARIABLE}", "auto"))' in choices[0]
     assert "train.device={DEVICE}" in "".join(sources), "the runs the notebook trains use DEVICE too"
-    problems = [f"code cell {n + 1}: {problem}" for n, source in enumerate(sources) for problem in device_problems(source)]
+    problems = [f"code cell {n + 1}: {problem}" for n, text in enumerate(sources) for problem in device_problems(text)]
     assert problems == []
 
 
