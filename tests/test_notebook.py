@@ -1,13 +1,17 @@
 """The guided notebook: its sections and 34 questions are all there, in order, each answered by
-prose and code; it is committed with its outputs and figures; and it runs top to bottom without
-an error, showing what the committed copy shows.
+prose and code, each section closed by exercises whose answers are checked; it is committed with
+its outputs and figures, its study figures showing the numbers of docs/experiments.md; its device
+is chosen once and everything goes to it; and it runs top to bottom without an error, showing
+what the committed copy shows.
 
 Executing it trains several small models on the real Tatoeba corpus (read from $ATTNMT_DATA,
-default ../shared/data): about 4 minutes on 2 CPU cores. `pytest -m "not notebook"` leaves it out.
+default ../shared/data), on the CPU: a few minutes on 2 CPU cores. `pytest -m "not notebook"`
+leaves it out.
 """
 
 import ast
 import importlib.util
+import itertools
 import os
 import re
 import time
@@ -18,6 +22,7 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOK = NOTEBOOKS / "attention_seq2seq.ipynb"
+EXPERIMENTS_PAGE = NOTEBOOKS.parent / "docs" / "experiments.md"
 SHARED_DATA = Path(os.environ.get("ATTNMT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 # (section title, its questions), in the order of the notebook's outline.
@@ -88,6 +93,25 @@ def test_sections_and_questions_are_in_order():
     assert [q for item in headings if item[0] == "question" for q in item[1:]] == list(range(1, 35))
 
 
+def test_every_section_ends_with_exercises_whose_answers_are_checked():
+    """Sections 1-11 each close with an "### Exercises" cell and then answer cells: code that
+    asserts the expected result (so executing the notebook checks it), tagged `answer` and
+    collapsed in JupyterLab until the learner opens it."""
+    cells = read_notebook().cells
+    section_starts = [i for i, cell in enumerate(cells) if SECTION_HEADING.match(cell.source.split("\n")[0])]
+    assert len(section_starts) == len(SECTIONS)
+    for number, (start, end) in enumerate(itertools.pairwise(section_starts), 1):
+        section = cells[start:end]
+        exercises = [i for i, cell in enumerate(section) if cell.source.startswith("### Exercises")]
+        assert len(exercises) == 1, f"section {number}: one Exercises cell"
+        answers = section[exercises[0] + 1 :]
+        assert answers, f"section {number}: its exercises need answer cells"
+        for cell in answers:
+            assert cell.cell_type == "code" and cell.metadata.get("tags") == ["answer"], f"section {number}"
+            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, f"section {number}: collapsed"
+            assert any(isinstance(node, ast.Assert) for node in ast.walk(ast.parse(cell.source))), f"section {number}"
+
+
 def test_every_question_has_prose_and_code():
     items = outline(read_notebook())
     starts = [i for i, item in enumerate(items) if item[0] == "question"]
@@ -143,7 +167,7 @@ def test_committed_with_its_outputs():
         texts += [output.get("text", "") for output in cell.outputs]
     assert sum("image/png" in output.get("data", {}) for cell in cells for output in cell.outputs) >= 15
     assert not MACHINE_PATH.search("".join(texts)), "an output shows a path of the machine that ran it"
-    assert NOTEBOOK.stat().st_size < 3_000_000
+    assert NOTEBOOK.stat().st_size < 2_000_000
 
 
 @pytest.mark.notebook
@@ -157,6 +181,7 @@ def test_notebook_runs_and_shows_what_is_committed(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNMT_DATA", str(SHARED_DATA))
     monkeypatch.setenv("ATTNMT_CACHE", str(tmp_path / "cache"))  # never the user's cache, never the network
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebook's runs go to a temporary folder: this one
+    monkeypatch.setenv(DEVICE_VARIABLE, "cpu")  # the device the committed outputs were made on, on any machine
     committed = read_notebook()
     notebook = read_notebook()
     started = time.perf_counter()
@@ -166,3 +191,153 @@ def test_notebook_runs_and_shows_what_is_committed(tmp_path, monkeypatch):
     assert elapsed < TIME_LIMIT_S
     for index, (ran, saved) in enumerate(zip(code_cells(notebook), code_cells(committed), strict=True)):
         assert output_kinds(ran) == output_kinds(saved), f"code cell {index + 1}: outputs differ; run `make notebook`"
+    assert study_tables(notebook) == study_tables(committed), "the study's figures changed; run `make notebook`"
+    assert "device: cpu" in "".join(o.get("text", "") for cell in code_cells(notebook) for o in cell.outputs)
+
+
+# Torch calls that make a tensor (or a random generator) on the default device unless told where.
+TENSOR_FACTORIES = {
+    "tensor", "as_tensor", "arange", "zeros", "ones", "full", "empty", "eye", "linspace",
+    "rand", "randn", "randint", "randperm", "Generator",
+}  # fmt: skip
+# What the notebook builds that holds weights or takes tensors: each goes to DEVICE as it is made.
+MODULE_BUILDERS = {
+    "build_model", "Encoder", "AdditiveAttention", "DotAttention", "GeneralAttention", "NoAttention",
+    "ReadableEncoder", "ReadableDecoder", "ReadableSeq2Seq", "collate",
+}  # fmt: skip
+DEVICE_VARIABLE = "ATTNMT_NOTEBOOK_DEVICE"
+
+
+def _called_name(call: ast.Call) -> str | None:
+    return call.func.id if isinstance(call.func, ast.Name) else None
+
+
+def _moved_to_device(call: ast.Call, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Whether `call` is the receiver of `.to(DEVICE)`: `build_model(...).to(DEVICE)`."""
+    attribute = parents.get(call)
+    outer = parents.get(attribute)
+    return (
+        isinstance(attribute, ast.Attribute)
+        and attribute.attr == "to"
+        and isinstance(outer, ast.Call)
+        and [ast.unparse(arg) for arg in outer.args] == ["DEVICE"]
+    )
+
+
+def device_problems(source: str) -> list[str]:
+    """Where a code cell would put a tensor or a model somewhere else than DEVICE: a tensor made
+    without `device=`, a model or batch built and not moved with `.to(DEVICE)`, `.numpy()` on a
+    tensor that may be on a GPU, or a device named in the code. Class bodies are left out: a
+    module's layers go wherever the module is moved."""
+    try:
+        module = ast.parse(source)
+    except SyntaxError:  # IPython magics: no Python to check
+        return []
+    parents = {child: node for node in ast.walk(module) for child in ast.iter_child_nodes(node)}
+    in_class = {node for cls in ast.walk(module) if isinstance(cls, ast.ClassDef) for node in ast.walk(cls)}
+    problems = []
+    for node in ast.walk(module):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.match(r"(cuda|mps)\b", node.value):
+            problems.append(f"names a device: {node.value!r}")
+        if not isinstance(node, ast.Call) or node in in_class:
+            continue
+        line = ast.unparse(node)[:80]
+        func = node.func
+        is_torch = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch"
+        if is_torch and func.attr in TENSOR_FACTORIES and "device" not in {k.arg for k in node.keywords}:
+            problems.append(f"a tensor on the default device: {line}")
+        if isinstance(func, ast.Attribute) and func.attr in ("cuda", "mps"):
+            problems.append(f"moves to a device of its own: {line}")
+        on_cpu = isinstance(func, ast.Attribute) and ast.unparse(func.value).endswith(".cpu()")
+        if isinstance(func, ast.Attribute) and func.attr == "numpy" and not on_cpu:
+            problems.append(f".numpy() of a tensor that may be on the GPU (use .cpu().numpy()): {line}")
+        if _called_name(node) in MODULE_BUILDERS and not _moved_to_device(node, parents):
+            problems.append(f"built and not moved to DEVICE: {line}")
+        loads = isinstance(func, ast.Attribute) and func.attr == "from_checkpoint"
+        if loads and "device=DEVICE" not in [ast.unparse(k) for k in node.keywords]:
+            problems.append(f"loaded without device=DEVICE: {line}")
+    return problems
+
+
+def test_the_device_is_chosen_once_and_everything_is_put_on_it():
+    """One `DEVICE`, chosen once from $ATTNMT_NOTEBOOK_DEVICE (default auto: cuda, mps or cpu),
+    and no cell that makes a tensor or a model anywhere else, so the notebook that runs on the
+    CPU in the tests runs the same on a GPU."""
+    sources = [cell.source for cell in code_cells(read_notebook())]
+    choices = [source for source in sources if "choose_device(" in source]
+    assert len(choices) == 1 and sum(source.count("choose_device(") for source in sources) == 1
+    assert f'DEVICE = choose_device(os.environ.get("{DEVICE_VARIABLE}", "auto"))' in choices[0]
+    assert "train.device={DEVICE}" in "".join(sources), "the runs the notebook trains use DEVICE too"
+    problems = [f"code cell {n + 1}: {problem}" for n, text in enumerate(sources) for problem in device_problems(text)]
+    assert problems == []
+
+
+def test_the_device_check_finds_what_would_break_on_a_gpu():
+    """Guards the guard: each kind of mistake that fails with a GPU and passes on the CPU is found."""
+    assert device_problems("x = torch.arange(5, device=DEVICE)\nm = build_model(c, 3, 4).to(DEVICE)") == []
+    for mistake in (
+        "x = torch.tensor([1, 2])",
+        "g = torch.Generator().manual_seed(0)",
+        "m = build_model(c, 3, 4)",
+        "b = collate(indices, src, tgt)",
+        "m = build_model(c, 3, 4).cuda()",
+        "m = model.to('cuda')",
+        "w = weights[0].numpy()",
+        "t = Translator.from_checkpoint(run)",
+    ):
+        assert device_problems(mistake), mistake
+    assert device_problems("class M(nn.Module):\n    def __init__(self):\n        self.x = torch.zeros(3)") == []
+
+
+# A study table the notebook prints above the figure it draws from the same numbers, and the
+# docs/experiments.md table it must equal: "the study's teacher_forcing experiment" is the page's
+# `experiments-teacher_forcing`, "...: validation BLEU by step" its `experiments-...-steps`.
+STUDY_TITLE = re.compile(r"^the study's (\w+) experiment(: validation BLEU by step)?$")
+PAGE_MARKER = re.compile(r"^<!-- results: (\S+) (\S+) -->$")
+
+
+def study_tables(notebook: nbformat.NotebookNode) -> dict[str, tuple[list[str], list[list[str]]]]:
+    """The study tables a notebook's outputs show, by the name of the page's table they stand for:
+    (header, rows), each a list of cells. Each must be followed, in its cell, by the figure."""
+    tables = {}
+    for index, cell in enumerate(code_cells(notebook)):
+        lines = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream").splitlines()
+        for number, line in enumerate(lines):
+            if title := STUDY_TITLE.match(line):
+                rows = list(itertools.takewhile(lambda text: " | " in text, lines[number + 1 :]))
+                cells = [[cell.strip() for cell in row.split(" | ")] for row in rows]
+                name = f"experiments-{title[1]}" + ("-steps" if title[2] else "")
+                tables[name] = (cells[0], cells[1:])
+                assert "image" in output_kinds(cell)[1:], f"code cell {index + 1}: no figure after {name}"
+    return tables
+
+
+def page_tables() -> dict[str, tuple[str, list[str], list[list[str]]]]:
+    """docs/experiments.md's quoted tables: name -> (results file, header, rows)."""
+    lines = EXPERIMENTS_PAGE.read_text(encoding="utf-8").splitlines()
+    tables = {}
+    for number, line in enumerate(lines):
+        if marker := PAGE_MARKER.match(line.strip()):
+            rows = list(itertools.takewhile(lambda text: text.startswith("|"), lines[number + 1 :]))
+            cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows if not row.startswith("|---")]
+            tables[marker[2]] = (marker[1], cells[0], cells[1:])
+    return tables
+
+
+def test_the_study_figures_show_the_numbers_of_docs_experiments():
+    """Q31-Q34 draw the study's figures from the raw results docs/experiments.md quotes, and print
+    what they plot: the committed notebook's numbers are the page's, row for row, so a notebook
+    saved before the study was last run (or a page left behind) fails here."""
+    notebook = read_notebook()
+    shown, page = study_tables(notebook), page_tables()
+    assert set(shown) == {
+        "experiments-learning_rate-steps",
+        "experiments-hidden_size-steps",
+        "experiments-teacher_forcing",
+        "experiments-attention",
+    }
+    for name, (header, rows) in shown.items():
+        results_file, page_header, page_rows = page[name]
+        assert f'"{results_file}"' in "".join(cell.source for cell in code_cells(notebook)), "the page's raw results"
+        columns = [page_header.index(column) for column in header[1:]]  # "test BLEU", or a step: "1,200"
+        assert rows == [[row[0], *(row[k] for k in columns)] for row in page_rows], f"{name} differs from the page"

@@ -46,7 +46,7 @@ def _speed_table(index: int) -> Callable[[dict], list[str]]:
     return render
 
 
-# The seed experiments (docs/results/seed-experiments.json, from `attnmt sweep report`): per point
+# The notebook's questions (docs/results/notebook-questions.json, from `attnmt sweep report`): per point
 # of an experiment the mean ± standard deviation over its seeds, as the sweep report's tables give it.
 SEED_EXPERIMENTS = ("attention", "learning_rate", "hidden_size", "teacher_forcing", "rnn")
 _POINT_HEADERS = {

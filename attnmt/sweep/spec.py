@@ -1,7 +1,7 @@
 """A sweep file: a base config, overrides, and named experiments, each a grid or an Optuna search.
 
-    name: seed-experiments                 # the Optuna study's name (default: the file's stem)
-    output_dir: runs/sweeps/seed-experiments   # study.db, trials/, report/ (default runs/sweeps/NAME)
+    name: my-study                         # the Optuna study's name (default: the file's stem)
+    output_dir: runs/sweeps/my-study       # study.db, trials/, report/ (default runs/sweeps/NAME)
     base: ../configs/demo.yaml             # relative to this file, or an inline config mapping
     overrides: {train.max_steps: 1500}     # dotted config keys, applied to every trial
     metric: valid_bleu                     # the objective, and what pruning watches (or valid_loss)
