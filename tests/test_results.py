@@ -1,8 +1,9 @@
-"""The figures in README.md and docs/ are the ones in the committed raw results.
+"""The figures in README.md, docs/ and CHANGELOG.md are the ones in the committed raw results.
 
-Every table quoted after a `<!-- results: FILE TABLE -->` marker must be exactly what the
-benchmark's report renders from FILE (`tools.quote`), and every results file a document
-links exists and says how it was made (command, machine).
+Every block quoted after a `<!-- results: FILE TABLE -->` marker must be exactly, and only, what
+the benchmark's report renders from FILE, and every figure followed by a `<!-- figure: ... -->`
+comment what its expression gives (`tools.quote`); every file a document links exists, and every
+results file it links says how it was made (command, machine).
 """
 
 import json
@@ -10,10 +11,11 @@ import re
 
 import pytest
 
-from tools.quote import MARKER, RENDERERS, ROOT, render, requote
+from tools.quote import END_MARKER, FIGURE, MARKER, RENDERERS, ROOT, main, render, render_figure, requote
 
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-LINK = re.compile(r"\((?:\.\./)?((?:benchmarks|docs)/results/[\w.-]+\.json)\)")
+DOCUMENTS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+RESULTS = ("benchmarks/results/", "docs/results/")
 
 
 def _markers():
@@ -24,31 +26,88 @@ def _markers():
                 yield pytest.param(document, number, match[1], match[2], id=f"{document.name}:{number + 1}")
 
 
+def _figures():
+    for document in DOCUMENTS:
+        for number, line in enumerate(document.read_text(encoding="utf-8").splitlines()):
+            for match in FIGURE.finditer(line):
+                yield pytest.param(document, number, match, id=f"{document.name}:{number + 1}:{match[2]}")
+
+
+def _prose_lines(document):
+    """(number, line) of a document outside its fenced code blocks, where links are links."""
+    fenced = False
+    for number, line in enumerate(document.read_text(encoding="utf-8").splitlines()):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            yield number, line
+
+
 def _links():
     for document in DOCUMENTS:
-        for path in sorted(set(LINK.findall(document.read_text(encoding="utf-8")))):
-            yield pytest.param(document, path, id=f"{document.name}:{path}")
+        for number, line in _prose_lines(document):
+            for target in LINK.findall(line):
+                if not re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto: leave the repository
+                    yield pytest.param(document, number, target, id=f"{document.name}:{number + 1}:{target}")
+
+
+def _block(lines, start):
+    """The lines of the block quoted after a marker at `start - 1`: up to a blank line, the end marker or the end."""
+    end = start
+    while end < len(lines) and lines[end].strip() not in ("", END_MARKER):
+        end += 1
+    return lines[start:end]
 
 
 @pytest.mark.parametrize(("document", "line", "path", "table"), list(_markers()))
-def test_a_quoted_table_is_the_one_its_results_file_renders(document, line, path, table):
-    expected = render(path, table)
-    quoted = document.read_text(encoding="utf-8").splitlines()[line + 1 : line + 1 + len(expected)]
-    assert quoted == expected, f"{document.name}:{line + 2}: differs from {path}; run python -m tools.quote"
+def test_a_quoted_block_is_the_table_its_results_file_renders_and_nothing_more(document, line, path, table):
+    quoted = _block(document.read_text(encoding="utf-8").splitlines(), line + 1)
+    assert quoted == render(path, table), f"{document.name}:{line + 2}: differs from {path}; run python -m tools.quote"
 
 
-@pytest.mark.parametrize(("document", "path"), list(_links()))
-def test_a_linked_results_file_exists_and_says_how_it_was_made(document, path):
-    file = ROOT / path
-    assert file.is_file(), f"{document.name} links {path}, which is not in the repository"
-    results = json.loads(file.read_text(encoding="utf-8"))
-    assert results.get("command"), f"{path}: no command"
-    assert results.get("machine", {}).get("cpu"), f"{path}: no machine"
+@pytest.mark.parametrize(("document", "line", "match"), list(_figures()))
+def test_a_figure_in_prose_is_the_one_its_results_file_gives(document, line, match):
+    written = document.read_text(encoding="utf-8").splitlines()[line][: match.start()]
+    figure = render_figure(match[1], match[2], match[3])
+    assert written.endswith(figure), f"{document.name}:{line + 1}: {match[2]} gives {figure}; run python -m tools.quote"
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda document: document.name)
+def test_a_document_is_what_python_m_tools_quote_check_accepts(document):
+    """The whole check of `python -m tools.quote --check`, figure signs and block ends included."""
+    text = document.read_text(encoding="utf-8")
+    quoted = requote(text, document.name)
+    pairs = enumerate(zip(text.splitlines(), quoted.splitlines(), strict=False))
+    differing = [f"{number + 1}: {line}" for number, (line, fresh) in pairs if line != fresh]
+    assert quoted == text, f"{document.name} differs from its results at {differing[:5]}; run python -m tools.quote"
+
+
+def _anchors(document):
+    """The anchors GitHub gives a document's headings: lowercased, punctuation dropped, spaces to hyphens."""
+    headings = (line.lstrip("#").strip() for _, line in _prose_lines(document) if line.startswith("#"))
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize(("document", "line", "target"), list(_links()))
+def test_a_link_to_the_repository_resolves(document, line, target):
+    path, _, anchor = target.partition("#")
+    file = (document.parent / path).resolve() if path else document
+    where = f"{document.name}:{line + 1}"
+    assert file.is_relative_to(ROOT) and file.exists(), f"{where} links {target}, which is not in the repository"
+    if anchor and file.suffix == ".md":
+        assert anchor in _anchors(file), f"{where} links {target}: {file.name} has no heading with that anchor"
+    if file.suffix == ".json" and file.relative_to(ROOT).as_posix().startswith(RESULTS):
+        results = json.loads(file.read_text(encoding="utf-8"))
+        assert results.get("command"), f"{where}: {path}: no command"
+        assert results.get("machine", {}).get("cpu"), f"{where}: {path}: no machine"
 
 
 def test_the_documents_quote_results():
-    """Guards the guard: a renamed or mistyped marker would silently skip the checks above."""
+    """Guards the guard: a renamed or mistyped marker or comment would silently skip the checks above."""
     assert {document.name for document, *_ in (param.values for param in _markers())} >= {"README.md", "performance.md"}
+    figures = {document.name for document, *_ in (param.values for param in _figures())}
+    assert figures >= {"README.md", "performance.md", "serving.md"}
+    assert any(target.startswith("results/") for _, _, target in (param.values for param in _links()))
 
 
 def test_requote_replaces_a_stale_table_and_keeps_the_rest(tmp_path):
@@ -57,6 +116,72 @@ def test_requote_replaces_a_stale_table_and_keeps_the_rest(tmp_path):
     fresh = requote(stale)
     assert fresh == f"# Title\n\n{marker}\n" + "\n".join(render(*marker.split()[2:4])) + "\n\nAfter.\n"
     assert requote(fresh) == fresh
+
+
+def test_a_row_added_under_a_quoted_table_is_a_difference(tmp_path):
+    marker = "<!-- results: benchmarks/results/peers-speed.json peers-speed -->"
+    table = "\n".join(render(*marker.split()[2:4]))
+    document = tmp_path / "doc.md"
+    for after in ("\n", f"\n{END_MARKER}\n", "\n\nAfter.\n"):
+        document.write_text(f"{marker}\n{table}{after}", encoding="utf-8")
+        assert main(["--check", str(document)]) == 0
+    padded = f"{marker}\n{table}\n| made-up | row |\n\nAfter.\n"
+    assert _block(padded.splitlines(), 1) != render(*marker.split()[2:4])
+    document.write_text(padded, encoding="utf-8")
+    assert main(["--check", str(document)]) == 1
+    text_line = 2 + len(table.splitlines())  # the marker's, the table's, then the text's
+    with pytest.raises(ValueError, match=rf"doc.md:{text_line}: a quoted block ends with a blank line"):
+        requote(f"{marker}\n{table}\nText right under the table.\n", "doc.md")
+
+
+SERVING = "docs/results/serving.json"
+
+
+def _serving():
+    return {(c["clients"], c["batching"]): c for c in json.loads((ROOT / SERVING).read_text())["configurations"]}
+
+
+def test_a_figure_is_computed_from_the_raw_values_with_the_prose_rounding():
+    one, dynamic = _serving()[(1, False)], _serving()[(32, True)]
+    ratio = "configurations[clients=32,batching=true].sentences_per_s / configurations[0].sentences_per_s"
+    assert render_figure(SERVING, ratio, "{:.2f}x") == f"{dynamic['sentences_per_s'] / one['sentences_per_s']:.2f}x"
+    assert render_figure(SERVING, "configurations[2].p99_ms", "{:,.0f}") == f"{_serving()[(8, True)]['p99_ms']:,.0f}"
+    difference = "configurations[clients=1,batching=false].p99_ms - configurations[clients=8,batching=true].p99_ms"
+    assert render_figure(SERVING, difference, "{:+.1f}").startswith("-")
+    assert render_figure(SERVING, "max(settings.repeats, 2) * 2", "{}") == str(max(3, 2) * 2)
+    assert render_figure(SERVING, "model.training['valid_metric']", "{}") == "bleu"
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("configurations[clients=3].p99_ms", "matches 0 items"),
+        ("configurations[batching=true].p99_ms", "matches 2 items"),
+        ("model.nothing", "no nothing there"),
+        ("configurations[9].p99_ms", r"no \[9\] there"),
+        ("settings.repeats ** 2", "only"),
+        ("settings.repeats.real", "no real there"),
+        ("settings.repeats +", "not an expression"),
+    ],
+)
+def test_a_figure_that_cannot_be_computed_is_a_clear_error(expression, message):
+    with pytest.raises(ValueError, match=message):
+        render_figure(SERVING, expression, "{}")
+
+
+def test_requote_rewrites_a_stale_figure_and_check_fails_on_it(tmp_path):
+    p99 = f"{_serving()[(8, True)]['p99_ms']:.0f}"
+    comment = f"<!-- figure: {SERVING} configurations[clients=8,batching=true].p99_ms {{:.0f}} -->"
+    line = f"a p99 of {p99}{comment} ms at 8 clients (and 1.2-{p99}{comment} ms)\n"
+    document = tmp_path / "doc.md"
+    document.write_text(line, encoding="utf-8")
+    assert main(["--check", str(document)]) == 0
+    for stale in ("156", "1,256", "25.6", "2566", f"-{p99}", f"+{p99}"):
+        document.write_text(line.replace(f"{p99}{comment} ms at", f"{stale}{comment} ms at"), encoding="utf-8")
+        assert main(["--check", str(document)]) == 1, stale
+        assert main([str(document)]) == 0 and document.read_text(encoding="utf-8") == line
+    with pytest.raises(ValueError, match=r"doc.md:1: no figure like '\{:.0f\}'"):
+        requote(f"a p99 of {p99} {comment}", "doc.md")
 
 
 def test_the_experiments_page_quotes_its_tables():

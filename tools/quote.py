@@ -1,16 +1,33 @@
-"""Tables in the README and docs quoted from committed raw results, and kept equal to them.
+"""Tables and figures in the README, docs and CHANGELOG quoted from committed raw results, and kept equal to them.
 
-    python -m tools.quote README.md docs/performance.md    # rewrite every quoted table
+    python -m tools.quote README.md docs/performance.md    # rewrite every quoted table and figure
     python -m tools.quote --check README.md ...            # exit 1 if one differs
 
 A quoted table follows a marker line naming the results file and the table:
 
     <!-- results: benchmarks/results/peers-speed.json peers-speed -->
 
-and is exactly what the benchmark's own report renders from that file. `tests/test_results.py`
-runs the check over the README and docs/, so a document cannot drift from its data. One table's
-source is a test instead: docs/design.md's layering table is the import table of
-`tests/test_layering.py` (`<!-- results: tests/test_layering.py layering -->`).
+and is exactly what the benchmark's own report renders from that file: the block is every line
+after the marker up to the first blank line, a `<!-- end results -->` line or the end of the
+file, so a row added under a quoted table is a difference too. One table's source is a test
+instead: docs/design.md's layering table is the import table of `tests/test_layering.py`
+(`<!-- results: tests/test_layering.py layering -->`).
+
+A figure in prose is followed, with nothing between, by a comment naming the results file, an
+expression over it and the figure's format:
+
+    trains 1.4x<!-- figure: benchmarks/results/peers-speed.json a.b / c.d {:.1f}x --> as many
+
+The expression is arithmetic (`+ - * /`, parentheses, numbers, `min max mean abs`) over paths
+into the JSON: keys joined by dots (`systems.opennmt-py.parameters`; put spaces around a minus
+sign), `[2]` for a list's item, `['a key, with spaces']` for such a key, and
+`[clients=8,batching=true]` for the one item of a list with those fields. The format is
+`str.format`'s, one field, with the figure's unit if any and no spaces (`{:.1f}x`, `{:,.0f}`,
+`{:.0f}%`, `256<!-- ... {:.0f} --> ms`, and `{:+.2f}` for a difference that may be negative: a
+sign before a figure is part of it, a hyphen after a digit is a range's). A ratio or a difference
+is computed here from the raw values, so its rounding is the format's, never a rounded figure's.
+`tests/test_results.py` runs the check over the README, docs/ and CHANGELOG.md, so a document
+cannot drift from its data.
 """
 
 from __future__ import annotations
@@ -204,6 +221,9 @@ def render(path: str, table: str) -> list[str]:
     return RENDERERS[table](_source(path))
 
 
+END_MARKER = "<!-- end results -->"
+
+
 def _quoted_length(lines: list[str], start: int) -> int:
     """How many lines of the quoted block begin at `start` (a table's or a list's lines)."""
     end = start
@@ -212,29 +232,142 @@ def _quoted_length(lines: list[str], start: int) -> int:
     return end - start
 
 
-def requote(text: str) -> str:
-    """`text` with the block after every marker replaced by what its results file renders."""
+# --- figures in prose ----------------------------------------------------------------------------
+
+FIGURE = re.compile(r"<!-- figure: (\S+) (.+?) (\S+) -->")
+_PATH = re.compile(r"[A-Za-z_][\w-]*(?:\.[\w-]+|\[[^\]]*\])*")
+_SEGMENT = re.compile(r"\.?([\w-]+)|\[([^\]]*)\]")
+FUNCTIONS = {"min": min, "max": max, "mean": lambda *values: statistics.mean(values), "abs": abs}
+_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd)
+_NODES += (ast.Constant, ast.Name, ast.Load, ast.Call)
+# a number as prose writes it: digits with thousands commas and a fraction, a sign only where it is
+# not part of a range ("1.3-1.45x") or the end of a comment ("-->-1.45x")
+_NUMBER = r"(?:(?<![\w.,>])[+\-−])?(?<![\d.,])\d[\d,]*(?:\.\d+)?"
+
+
+def _select(items: list, selector: str, path: str):
+    """The one item of `items` whose fields equal `selector`'s (`clients=8,batching=true`)."""
+    wanted = {}
+    for pair in selector.split(","):
+        key, _, value = pair.partition("=")
+        try:
+            wanted[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            wanted[key.strip()] = value.strip()
+    found = [item for item in items if all(item.get(key) == value for key, value in wanted.items())]
+    if len(found) != 1:
+        raise ValueError(f"{path}: [{selector}] matches {len(found)} items, expected one")
+    return found[0]
+
+
+def lookup(data, path: str):
+    """The value at `path` (`systems.attnmt.training.tokens_per_s.median`, `runs[2]`, `modes['a b']`,
+    `configurations[clients=8,batching=true]`) in the JSON `data`."""
+    value, position = data, 0
+    for match in _SEGMENT.finditer(path):
+        if match.start() != position:
+            break
+        position = match.end()
+        key, bracket = match[1], match[2]
+        try:
+            if key is not None:
+                value = value[key]
+            elif bracket.isdigit():
+                value = value[int(bracket)]
+            elif bracket[:1] in "'\"" and bracket[-1:] == bracket[:1]:
+                value = value[bracket[1:-1]]
+            else:
+                value = _select(value, bracket, path)
+        except (KeyError, IndexError, TypeError):
+            raise ValueError(f"{path}: no {key or '[' + bracket + ']'} there") from None
+    if position != len(path):
+        raise ValueError(f"{path}: cannot read it as a path after {path[:position]!r}")
+    return value
+
+
+def evaluate(data, expression: str) -> float:
+    """`expression` (arithmetic over paths into `data`, see the module docstring) computed."""
+    names: dict[str, object] = dict(FUNCTIONS)
+
+    def name(match: re.Match) -> str:
+        if match[0] in FUNCTIONS and expression[match.end() :].lstrip().startswith("("):
+            return match[0]
+        names[f"_{len(names)}"] = lookup(data, match[0])
+        return f"_{len(names) - 1}"
+
+    code = _PATH.sub(name, expression)
+    try:
+        tree = ast.parse(code, mode="eval")
+    except SyntaxError:
+        raise ValueError(f"{expression}: not an expression") from None
+    for node in ast.walk(tree):
+        called = node.func if isinstance(node, ast.Call) else None
+        if not isinstance(node, _NODES) or (called and getattr(called, "id", None) not in FUNCTIONS):
+            raise ValueError(f"{expression}: only + - * /, numbers, paths and {', '.join(FUNCTIONS)}")
+    return eval(compile(tree, "<figure>", "eval"), {"__builtins__": {}}, names)  # the nodes are checked above
+
+
+def render_figure(path: str, expression: str, template: str) -> str:
+    """The figure's text: `template` (`{:.1f}x`) filled with `expression` over the results file `path`."""
+    return template.format(evaluate(_source(path), expression))
+
+
+def _figure_pattern(template: str) -> re.Pattern:
+    """What a figure written with `template` looks like, at the end of the text before its comment."""
+    parts = re.fullmatch(r"([^{}]*)\{[^{}]*\}([^{}]*)", template)
+    if not parts:
+        raise ValueError(f"{template!r}: a figure's format has one {{}} field")
+    prefix, suffix = parts.groups()
+    return re.compile(re.escape(prefix) + _NUMBER + re.escape(suffix) + "$")
+
+
+def _requote_figures(line: str, where: str) -> str:
+    """`line` with the figure before every figure comment rendered from its results file."""
+    out, position = [], 0
+    for match in FIGURE.finditer(line):
+        try:  # searched in the whole line, so that the text before `position` counts for the sign
+            written = _figure_pattern(match[3]).search(line, position, match.start())
+            figure = render_figure(match[1], match[2], match[3])
+        except (OSError, ValueError, ZeroDivisionError) as error:
+            raise ValueError(f"{where}: {match[1]}: {error}") from None
+        if not written:
+            raise ValueError(f"{where}: no figure like {match[3]!r} right before its comment")
+        out += [line[position : written.start()], figure, match[0]]
+        position = match.end()
+    return "".join(out) + line[position:]
+
+
+def requote(text: str, name: str = "<text>") -> str:
+    """`text` with the block after every marker replaced by what its results file renders, and every
+    figure in prose by what its expression gives. ValueError names the line of a block not followed by
+    a blank line (or `<!-- end results -->`), or of a figure that cannot be rendered."""
     lines = text.splitlines()
     out, index = [], 0
     while index < len(lines):
-        out.append(lines[index])
+        out.append(_requote_figures(lines[index], f"{name}:{index + 1}"))
         match = MARKER.fullmatch(lines[index].strip())
         index += 1
         if match:
             out += render(match[1], match[2])
             index += _quoted_length(lines, index)
+            if index < len(lines) and lines[index].strip() not in ("", END_MARKER):
+                raise ValueError(f"{name}:{index + 1}: a quoted block ends with a blank line or {END_MARKER}")
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.quote", description=__doc__.split("\n\n")[0])
     parser.add_argument("documents", nargs="+", type=Path)
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table differs")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table or figure differs")
     args = parser.parse_args(argv)
     stale = []
     for document in args.documents:
         text = document.read_text(encoding="utf-8")
-        quoted = requote(text)
+        try:
+            quoted = requote(text, str(document))
+        except ValueError as error:
+            print(f"python -m tools.quote: {error}", file=sys.stderr)
+            return 2
         if quoted != text:
             stale.append(document)
             if not args.check:
