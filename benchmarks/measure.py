@@ -1,4 +1,4 @@
-"""The machine a benchmark ran on, and its peak memory while a piece of work ran.
+"""The machine and the code a benchmark ran on, and its peak memory while a piece of work ran.
 
 Peak memory on a CPU is the rise of the process's peak resident set (VmHWM) over its size
 when the work started: torch's CPU allocator is malloc, which tracemalloc does not see.
@@ -15,6 +15,7 @@ import gc
 import json
 import resource
 import statistics
+import subprocess
 import sys
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -24,6 +25,7 @@ import torch
 from attnmt.utils import describe_machine as describe_machine  # the benchmarks import it from here
 
 MIB = 2**20
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def _status_kib(field: str) -> int | None:
@@ -107,13 +109,35 @@ def combine_repeats(runs: list[dict], keys: tuple[str, ...]) -> dict:
     return combined
 
 
+def provenance() -> dict:
+    """The code that measured: attnmt's version, the checkout's git commit and whether the tree
+    differed from it (None for both outside a git checkout), and torch's version."""
+    import attnmt
+
+    def git(*arguments: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *arguments], cwd=CHECKOUT, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {
+        "attnmt_version": attnmt.__version__,
+        "git_commit": commit,
+        "git_dirty": None if status is None else bool(status),
+        "torch": torch.__version__,
+    }
+
+
 def write_results(path: Path, results: dict, program: str, argv: list[str] | None) -> Path:
-    """Write a benchmark's results as JSON (atomically), with the command that made them; the
-    raw result a figure in the README or docs is quoted from."""
+    """Write a benchmark's results as JSON (atomically), with the command that made them and the
+    code that did (`provenance`); the raw result a figure in the README or docs is quoted from."""
     from attnmt.utils import atomic_path
 
     arguments = argv if argv is not None else sys.argv[1:]
-    results = {"command": " ".join([f"python -m {program}", *arguments]), **results}
+    results = {"command": " ".join([f"python -m {program}", *arguments]), **provenance(), **results}
     with atomic_path(path) as temporary:
         temporary.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return path

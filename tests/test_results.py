@@ -8,9 +8,13 @@ results file it links says how it was made (command, machine).
 
 import json
 import re
+import subprocess
 
 import pytest
+import torch
 
+import attnmt
+from benchmarks.measure import write_results
 from tools.quote import END_MARKER, FIGURE, MARKER, RENDERERS, ROOT, main, render, render_figure, requote
 
 DOCUMENTS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -218,3 +222,17 @@ def test_an_experiment_table_gives_mean_and_sample_deviation_over_seeds():
         "| lstm | 35.00 | 34.00 | 1.50 | 1.40 | 2.56M |",
     ]
     assert RENDERERS["experiments-rnn-steps"](results)[2:] == ["| gru (base) | 20.50 |", "| lstm | 17.50 |"]
+
+
+def test_a_raw_result_records_the_code_that_made_it(tmp_path):
+    """attnmt's version, the git commit and whether the tree differed from it, and torch's version."""
+    results = json.loads(write_results(tmp_path / "r.json", {"x": 1}, "benchmarks.x", ["--y"]).read_text())
+    assert results["command"] == "python -m benchmarks.x --y" and results["x"] == 1
+    assert (results["attnmt_version"], results["torch"]) == (attnmt.__version__, torch.__version__)
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    status = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    assert results["git_commit"] == head.stdout.strip()
+    assert results["git_dirty"] is bool(status.stdout.strip())
