@@ -480,7 +480,7 @@ def test_an_invalid_axis_value_is_rejected_before_any_trial(tmp_path, capsys):
 def test_an_unreachable_database_is_one_clear_error(tmp_path, capsys, url, expected):
     spec = write_sweep(tmp_path, {"grid": GRID_2X2})
     [line] = errors(capsys, str(spec), "--storage", url)
-    assert line.startswith("attnmt: error: --storage ")
+    assert line.startswith("attnmt: error: --storage: ")
     assert "secret" not in line
     if expected:
         assert expected in line

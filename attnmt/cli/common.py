@@ -38,6 +38,7 @@ FLAGS = {
     "tune_penalties": "--tune-penalties",
     "host": "--host",
     "port": "--port",
+    "storage": "--storage",
 }
 
 

@@ -105,12 +105,12 @@ class Store:
             parsed = sqlalchemy.engine.make_url(url)
         except sqlalchemy.exc.ArgumentError:
             raise UserError(
-                f"--storage {url!r}: not a database URL (e.g. sqlite:///study.db, postgresql://...)"
+                f"{url!r}: not a database URL (e.g. sqlite:///study.db, postgresql://...)", field="storage"
             ) from None
         engine_kwargs: dict[str, Any] = {}
         if parsed.get_backend_name() == "sqlite":
             if not parsed.database or parsed.database == ":memory:":
-                raise UserError(f"--storage {url}: an in-memory database keeps nothing; give a file")
+                raise UserError(f"{url}: an in-memory database keeps nothing; give a file", field="storage")
             self.lock_path = Path(parsed.database + ".lock")
             engine_kwargs = {"connect_args": {"timeout": 60}}  # wait for other workers' writes
         elif parsed.get_backend_name() == "postgresql":
@@ -120,10 +120,12 @@ class Store:
                 self.storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
         except ImportError as exc:
             cause = exc.__cause__ or exc
-            raise UserError(f"--storage {shown_url(url)}: its database driver is not installed ({cause})") from None
+            raise UserError(
+                f"{shown_url(url)}: its database driver is not installed ({cause})", field="storage"
+            ) from None
         except (sqlalchemy.exc.SQLAlchemyError, RuntimeError, ValueError, OSError) as exc:
             reason = getattr(exc, "strerror", None) or str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            raise UserError(f"--storage {shown_url(url)}: cannot open the study database ({reason})") from None
+            raise UserError(f"{shown_url(url)}: cannot open the study database ({reason})", field="storage") from None
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
