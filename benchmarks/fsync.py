@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,12 +65,6 @@ def file_system(folder: Path) -> str:
     return best[1]
 
 
-def git_commit() -> str | None:
-    command = ["git", "describe", "--always", "--dirty", "--abbrev=7"]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).parent)
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def measure(folder: Path, repeats: int, config_name: str = "joey") -> dict:
     model, trainer_state = trained_state(config_name)
     run_dir = Path(tempfile.mkdtemp(prefix="attnmt-fsync-", dir=folder))
@@ -114,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{plain * 1e3:.0f} ms ({times['no_fsync']['min'] * 1e3:.0f}-{times['no_fsync']['max'] * 1e3:.0f})"
     )
     if args.json:
-        extra = {"machine": machine, "file_system": file_system(args.folder), "attnmt_commit": git_commit()}
+        extra = {"machine": machine, "file_system": file_system(args.folder)}  # write_results adds the commit
         write_results(args.json, {**extra, "repeats": args.repeats, **result}, "benchmarks.fsync", argv)
     return 0
 
