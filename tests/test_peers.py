@@ -6,10 +6,12 @@ attnmt cache's `peers/`; CI installs them there first, see `.ci/run`); without t
 environments their tests skip, except under CI, where a missing peer is a failure.
 """
 
+import copy
 import json
 import os
 import random
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,15 +19,20 @@ from pathlib import Path
 import pytest
 import torch
 
+from attnmt.config import ModelConfig
 from attnmt.download import cache_root
+from attnmt.model import build_model
+from attnmt.utils import UserError
+from benchmarks.flops import flop_rates
 from benchmarks.peers import __main__ as peers_cli
+from benchmarks.peers.arithmetic import arithmetic
 from benchmarks.peers.attnmt_peer import Attnmt
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness, read_events, run_command, training_speed
 from benchmarks.peers.joeynmt import JoeyNMT
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
 from benchmarks.peers.opennmt import OpenNMT
-from benchmarks.peers.report import quality_curves, save_figure
+from benchmarks.peers.report import quality_curves, quality_rows, save_figure
 from benchmarks.peers.system import Command, PeerError, PeerSystem, Setup, run_pip
 from tests.test_corpora import SHARED_DATA, needs_multi30k
 
@@ -56,16 +63,21 @@ class StandIn(PeerSystem):
 
     def __init__(self, name: str = "stand-in", fail_install: bool = False):
         self.name, self.fail_install = name, fail_install
+        self.seeds = []  # the seed of every training run, in order
 
     def install(self, env_dir: Path) -> Path:
         if self.fail_install:
             raise PeerError(f"{self.name}: pip install stand-in==1 failed: ERROR: No matching distribution found")
         return Path(sys.executable)
 
+    def arithmetic_shapes(self, setup):
+        return ModelConfig(embedding_size=4, encoder_hidden=3, decoder_hidden=5, decoder="luong", attention="general")
+
     def prepare(self, setup, work, python):
         (work / "probe.py").write_text(SCRIPT)
 
     def train_command(self, setup, work, python, *, steps, max_minutes, save_every, events):
+        self.seeds.append(setup.seed)
         steps = steps or 5
         checkpoint = work / f"model-{steps}.ckpt"
         return Command([str(python), "probe.py", "train", str(events), str(steps), str(checkpoint)], work)
@@ -110,9 +122,49 @@ def test_speed_mode_alternates_repeats_and_reports_medians(setup, tmp_path):
     assert system["training_repeats"][0]["target_tokens"] == 30 + 40 + 50 + 60
     spread = system["training"]["tokens_per_s"]
     assert spread["min"] <= spread["median"] <= spread["max"] and len(spread["values"]) == 3
+    flops = system["arithmetic"]["training_flops_per_target_token"]
+    assert system["training"]["gflops_per_s"]["median"] == pytest.approx(spread["median"] * flops / 1e9)
     assert set(system["decoding"]) == {"beam1", "beam5"}
     assert system["decoding"]["beam1"]["bleu_tok_lc"] == pytest.approx(100.0)
     assert system["decoding"]["beam1"]["tokens_per_s"]["median"] == pytest.approx(2 * (4 + 5) / 0.5 / 2)
+
+
+def test_arithmetic_counts_each_systems_shapes_on_the_training_split(setup):
+    """Forward FLOPs per target token (EOS counted) of the system's shapes over the training split,
+    with the tokens a system appends to each source counted; the vocabulary is the types seen at
+    least min_freq (2) times plus four specials."""
+    system = StandIn()
+    counted = arithmetic(system, setup)
+    # train.de: "ein mann läuft ." twice (4 types kept), "fast" once
+    assert counted["target_vocabulary"] == 4 + 4
+    rates = flop_rates(system.arithmetic_shapes(setup), 8)
+    sources, targets = [4, 5], [4 + 1, 5 + 1]
+    assert counted["forward_flops_per_target_token"] == round(rates.forward(sources, targets) / sum(targets))
+    assert counted["training_flops_per_target_token"] == round(3 * rates.forward(sources, targets) / sum(targets))
+    system.source_extra_tokens = 1
+    with_eos = arithmetic(system, setup)["forward_flops_per_target_token"]
+    assert with_eos == round(rates.forward([5, 6], targets) / sum(targets))
+
+
+NOT_SHAPES = {"bridge", "init", "init_scale", "dropout"}  # what the test does not compare as shapes
+
+
+def test_the_attnmt_system_is_opennmt_pys_model():
+    """The comparison on identical work: attnmt's row has OpenNMT-py's shapes apart from the bridge,
+    and its parameter count is within 3% of theirs; the Bahdanau row is the cheaper model."""
+    setup = Setup(data_dir=Path("unused"))
+    ours, theirs = Attnmt(name="attnmt").arithmetic_shapes(setup), OpenNMT().arithmetic_shapes(setup)
+    assert ours.model_dump(exclude=NOT_SHAPES) == theirs.model_dump(exclude=NOT_SHAPES)
+    assert ours.init == "uniform"  # OpenNMT-py's param_init 0.1
+    vocabulary = 6000
+    parameters = [
+        sum(p.numel() for p in build_model(shapes, 5000, vocabulary).parameters()) for shapes in (ours, theirs)
+    ]
+    assert parameters[1] <= parameters[0] <= 1.03 * parameters[1], parameters
+    cheaper = Attnmt(name="attnmt-bahdanau").arithmetic_shapes(setup)
+    assert flop_rates(cheaper, vocabulary).per_target_token < flop_rates(ours, vocabulary).per_target_token
+    with pytest.raises(ValueError, match="unknown attnmt system"):
+        Attnmt(name="attnmt-transformer")
 
 
 def test_a_system_that_cannot_install_is_one_line_and_the_others_are_still_measured(setup, tmp_path):
@@ -123,23 +175,62 @@ def test_a_system_that_cannot_install_is_one_line_and_the_others_are_still_measu
     assert harness.errors == {"broken": "broken: pip install stand-in==1 failed: ERROR: No matching distribution found"}
 
 
-def test_quality_mode_keeps_a_finished_system_and_scores_its_checkpoints(setup, tmp_path):
-    harness = Harness(setup, [StandIn("a")], tmp_path / "w", say=lambda _: None)
+def test_quality_mode_races_every_seed_and_keeps_finished_runs(setup, tmp_path):
+    system = StandIn("a")
+    harness = Harness(setup, [system], tmp_path / "w", say=lambda _: None)
     harness.install()
-    first = quality(harness, QualityOptions(minutes=0.1, save_every=1))
-    result = first["systems"]["a"]
-    assert result["updates"] == 5 and [point["step"] for point in result["curve"]] == [5]
-    assert result["best"]["valid_bleu_tok_lc"] == pytest.approx(100.0)
-    assert set(result["test2016"]) == {"beam1", "beam5"}
-    done = tmp_path / "w" / "quality" / "a" / "result.json"
+    options = QualityOptions(minutes=0.1, save_every=1, seeds=(1, 2))
+    saved = []
+    first = quality(harness, options, on_run=lambda race: saved.append(copy.deepcopy(race)))
+    entry = first["systems"]["a"]
+    assert [run["seed"] for run in entry["runs"]] == [1, 2] and system.seeds == [1, 2]
+    run = entry["runs"][0]
+    assert run["updates"] == 5 and [point["step"] for point in run["curve"]] == [5]
+    assert run["best"]["valid_bleu_tok_lc"] == pytest.approx(100.0)
+    assert set(run["test2016"]) == {"beam1", "beam5"} and "git_commit" in run["provenance"]
+    assert entry["summary"]["seeds"] == [1, 2] and entry["summary"]["test2016"]["beam5"]["median"] == pytest.approx(100)
+    # the results after each run, so that a file written there survives an interruption
+    assert [[r["seed"] for r in race["systems"]["a"]["runs"]] for race in saved] == [[1], [1, 2]]
+
+    done = tmp_path / "w" / "quality" / "a" / "seed-1" / "result.json"
     stamp = done.stat().st_mtime_ns
-    assert quality(harness, QualityOptions(minutes=0.1, save_every=1)) == first  # resumed: not trained again
-    assert done.stat().st_mtime_ns == stamp
-    figure = quality_curves(first)  # validation BLEU against minutes, one line per system
-    [line] = figure.axes[0].lines
-    assert list(line.get_xdata()) == [point["minutes"] for point in result["curve"]]
-    assert list(line.get_ydata()) == [point["valid_bleu_tok_lc"] for point in result["curve"]]
+    assert quality(harness, options) == first  # resumed from the work folder: not trained again
+    assert done.stat().st_mtime_ns == stamp and system.seeds == [1, 2]
+
+    shutil.rmtree(tmp_path / "w" / "quality")  # a new session: only the committed results remain
+    third = quality(harness, QualityOptions(minutes=0.1, save_every=1, seeds=(1, 2, 3)), first["systems"])
+    assert [run["seed"] for run in third["systems"]["a"]["runs"]] == [1, 2, 3] and system.seeds == [1, 2, 3]
+    assert third["systems"]["a"]["runs"][:2] == entry["runs"]
+
+    figure = quality_curves(third)  # validation BLEU against minutes, one line per system and seed
+    assert len(figure.axes[0].lines) == 3
+    line = figure.axes[0].lines[0]
+    assert list(line.get_xdata()) == [point["minutes"] for point in run["curve"]]
     assert save_figure(figure, tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
+    header, rows = quality_rows(third)
+    assert header[3] == "seeds" and rows[0][3] == "1, 2, 3" and rows[0][-1] == "100.00 (100.00-100.00)"
+
+
+def test_a_results_file_of_another_race_is_refused_in_one_line(setup, tmp_path):
+    results = {"setup": setup.describe()}
+    options = QualityOptions(minutes=50.0, save_every=250)
+    path = tmp_path / "race.json"
+    assert peers_cli.finished_runs(path, results, options) == {}  # no file yet: an empty race
+    path.write_text(
+        json.dumps(
+            {
+                "mode": "quality",
+                "setup": setup.describe(),
+                "options": {"minutes": 30.0, "save_every": 250},
+                "systems": {},
+            }
+        )
+    )
+    with pytest.raises(UserError, match=r"race.json: holds a race with another minutes; pass --json"):
+        peers_cli.finished_runs(path, results, options)
+    path.write_text("not json")
+    with pytest.raises(UserError, match=r"race.json: not a results file of this benchmark"):
+        peers_cli.finished_runs(path, results, options)
 
 
 def test_a_failing_command_is_a_peer_error_quoting_its_log(tmp_path):
@@ -158,7 +249,9 @@ def test_unknown_system_names_list_the_valid_ones(capsys):
     with pytest.raises(SystemExit) as exited:
         peers_cli.parse_args(["speed", "--systems", "attnmt,fairseq"])
     assert exited.value.code == 2
-    assert "unknown system fairseq; valid names: attnmt, opennmt-py, joeynmt" in capsys.readouterr().err
+    assert (
+        "unknown system fairseq; valid names: attnmt, attnmt-bahdanau, opennmt-py, joeynmt" in capsys.readouterr().err
+    )
 
 
 @needs_multi30k

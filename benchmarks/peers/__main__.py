@@ -1,8 +1,8 @@
 """attnmt, OpenNMT-py and JoeyNMT on the same data, shapes, batches and threads, side by side.
 
-    python -m benchmarks.peers speed   [--systems attnmt,opennmt-py,joeynmt] [--repeats 5]
+    python -m benchmarks.peers speed   [--systems attnmt,attnmt-bahdanau,opennmt-py,joeynmt] [--repeats 5]
                                        [--steps 60] [--warmup 10] [--decode-updates 1000]
-    python -m benchmarks.peers quality [--systems ...] [--minutes 50] [--save-every 250]
+    python -m benchmarks.peers quality [--systems ...] [--minutes 50] [--save-every 250] [--seeds 1,2]
     common: [--work DIR] [--data-dir DIR] [--threads 2] [--json OUT]
     python -m benchmarks.peers markdown RESULTS.json   # the tables README and docs quote
 
@@ -37,12 +37,13 @@ from benchmarks.report import markdown_table
 # name -> (module, class): imported when chosen, so a broken adapter only affects itself.
 SYSTEMS = {
     "attnmt": ("benchmarks.peers.attnmt_peer", "Attnmt"),
+    "attnmt-bahdanau": ("benchmarks.peers.attnmt_peer", "Attnmt"),
     "opennmt-py": ("benchmarks.peers.opennmt", "OpenNMT"),
     "joeynmt": ("benchmarks.peers.joeynmt", "JoeyNMT"),
 }
 DEFAULT_JSON = {
     "speed": Path("benchmarks/results/peers-speed.json"),
-    "quality": Path("docs/results/peers-quality.json"),
+    "quality": Path("docs/results/peers-quality-identical.json"),
 }
 
 
@@ -56,10 +57,41 @@ def system_names(text: str) -> list[str]:
     return names
 
 
+def seed_list(text: str) -> tuple[int, ...]:
+    seeds = tuple(positive_int(part.strip()) for part in text.split(",") if part.strip())
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct seeds separated by commas, got {text!r}")
+    return seeds
+
+
+def finished_runs(path: Path, results: dict, options: QualityOptions) -> dict:
+    """The systems' runs already in the results file `path`, when it holds a race with the same
+    setup and budget; an absent file is an empty race. Raises UserError for another race."""
+    if not path.exists():
+        return {}
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        same = {
+            "mode": earlier["mode"] == "quality",
+            "setup": earlier["setup"] == results["setup"],
+            "minutes": earlier["options"]["minutes"] == options.minutes,
+            "save_every": earlier["options"]["save_every"] == options.save_every,
+            "runs": all("runs" in system for system in earlier["systems"].values()),
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise UserError(f"{path}: not a results file of this benchmark ({error}); pass another --json") from None
+    differs = [what for what, equal in same.items() if not equal]
+    if differs:
+        raise UserError(
+            f"{path}: holds a race with another {', '.join(differs)}; pass --json NEW.json to start another race"
+        )
+    return earlier["systems"]
+
+
 def build_system(name: str, data_dir: str | None) -> PeerSystem:
     module, cls = SYSTEMS[name]
     system_class = getattr(importlib.import_module(module), cls)
-    return system_class(data_dir) if name == "attnmt" else system_class()
+    return system_class(data_dir, name) if name.startswith("attnmt") else system_class()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -78,6 +110,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     quality_parser = modes.add_parser("quality", help="test BLEU after the same wall-clock budget")
     quality_parser.add_argument("--minutes", type=float, default=QualityOptions.minutes)
     quality_parser.add_argument("--save-every", type=positive_int, default=QualityOptions.save_every)
+    quality_parser.add_argument(
+        "--seeds", type=seed_list, default=QualityOptions.seeds, help="comma-separated, one run per system each"
+    )
     markdown_parser = modes.add_parser("markdown", help="print a results file's tables as Markdown")
     markdown_parser.add_argument("results", type=Path)
     for sub in (speed_parser, quality_parser):
@@ -121,12 +156,22 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {**describe_machine(torch.device("cpu")), "threads": setup.threads},
         "setup": {**setup.describe(), "data_dir": "multi30k en-de, lowercased word tokens (benchmarks/peers/data.py)"},
     }
+    path = args.json or DEFAULT_JSON[args.mode]
     if args.mode == "speed":
         results.update(speed(harness, SpeedOptions(args.repeats, args.warmup, args.steps, args.decode_updates)))
     else:
-        results.update(quality(harness, QualityOptions(args.minutes, args.save_every)))
+        options = QualityOptions(args.minutes, args.save_every, args.seeds)
+        try:
+            finished = finished_runs(path, results, options)
+        except UserError as error:
+            print(f"benchmarks.peers: error: {error}", file=sys.stderr)
+            return 2
+
+        def save(race: dict) -> None:  # after every run: a race outlives the session that ran it
+            write_results(path, {**results, **race, "errors": harness.errors}, "benchmarks.peers", argv)
+
+        results.update(quality(harness, options, finished, on_run=save))
     results["errors"] = errors = harness.errors
-    path = args.json or DEFAULT_JSON[args.mode]
     write_results(path, results, "benchmarks.peers", argv)
     if args.mode == "quality" and results["systems"]:
         console.log(f"curves drawn in {save_figure(quality_curves(results), path.with_suffix('.png'))}")

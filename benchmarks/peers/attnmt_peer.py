@@ -1,8 +1,10 @@
-"""attnmt as one of the systems of the peer benchmark: the same Setup, through the same probe contract.
+"""attnmt in the peer benchmark, as two systems: `attnmt`, OpenNMT-py's architecture (the
+comparison on identical work), and `attnmt-bahdanau`, attnmt's cheaper Bahdanau model.
 
-attnmt runs in the environment the benchmark itself runs in (nothing to install). It reads
-Multi30k through its own word tokenizer, lowercased, which is what wrote the shared token
-files, so its tokens and vocabularies are those of the peers. Validation runs at each
+Both go through the same Setup and probe contract as the peers. attnmt runs in the environment
+the benchmark itself runs in (nothing to install). It reads Multi30k through its own word
+tokenizer, lowercased, which is what wrote the shared token files, so its tokens and
+vocabularies are those of the peers. Validation runs at each
 checkpoint (loss only: the harness scores checkpoints itself), which attnmt needs to save;
 it is a cost the peers, whose validation is switched off, do not pay.
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 import yaml
 
 import attnmt
+from attnmt.config import ModelConfig
 from benchmarks.peers.system import PROBES, Command, PeerSystem, Setup
 
 
@@ -30,17 +33,56 @@ def _version() -> str:
     return f"{attnmt.__version__}+{done.stdout.strip()}" if done.returncode == 0 else attnmt.__version__
 
 
-class Attnmt(PeerSystem):
-    name = "attnmt"
-    architecture_notes = (
+# The model section of each attnmt system, beside the Setup's shared sizes and dropout.
+ARCHITECTURES = {
+    # OpenNMT-py's model (benchmarks/peers/opennmt.py) in attnmt: the comparison on identical work.
+    "attnmt": {"decoder": "luong", "input_feeding": True, "attention": "additive", "init": "uniform"},
+    # attnmt's cheaper Bahdanau model (a 256-wide maxout readout feeds the output layer), from
+    # Glorot as configs/multi30k-en-de.yaml has it.
+    "attnmt-bahdanau": {"decoder": "bahdanau", "attention": "additive", "init": "xavier"},
+}
+NOTES = {
+    "attnmt": (
+        "OpenNMT-py's architecture: Luong decoder step with input feeding (the GRU reads [E y_{t-1}; previous "
+        "attentional vector h~_{t-1}]), its new state h_t queries additive (MLP) attention of size 512, "
+        "h~_t = tanh(W_c [c_t; h_t]) of 512 feeds Linear(512, V) and the next step; weights from U(-0.1, 0.1) "
+        "(OpenNMT-py's param_init 0.1). Differs from OpenNMT-py in the bridge: attnmt starts the decoder from "
+        "tanh(W [final forward; final backward] + b) (W 512 x 512), OpenNMT-py from the "
+        "concatenated final states themselves"
+    ),
+    "attnmt-bahdanau": (
         "Bahdanau decoder as in the paper: attends with s_{t-1}, GRU input [E y_{t-1}; c_t], maxout deep "
         "output [s_t; c_t; E y_{t-1}] -> 2x256 -> 256 -> vocabulary (no input feeding: Bahdanau's decoder "
-        "has none); tanh bridge from the encoder's final states"
-    )
+        "has none); tanh bridge from the encoder's final states; Glorot initialization. Less arithmetic per "
+        "target token than the other systems: its output layer reads 256 values, theirs 512"
+    ),
+}
 
-    def __init__(self, data_dir: str | None = None):
+
+class Attnmt(PeerSystem):
+    """attnmt with one of the ARCHITECTURES; `name` is the architecture's key."""
+
+    def __init__(self, data_dir: str | None = None, name: str = "attnmt"):
+        if name not in ARCHITECTURES:
+            raise ValueError(f"unknown attnmt system {name!r}; expected one of {', '.join(ARCHITECTURES)}")
+        self.name = name
+        self.architecture_notes = NOTES[name]
         self.data_dir = data_dir  # the raw corpus folder, when not $ATTNMT_DATA or the cache
         self.version = _version()
+
+    def model_section(self, setup: Setup) -> dict:
+        return {
+            "rnn": "gru",
+            "embedding_size": setup.embedding_size,
+            "encoder_hidden": setup.encoder_hidden,
+            "bidirectional": True,
+            "decoder_hidden": setup.decoder_hidden,
+            "dropout": setup.dropout,
+            **ARCHITECTURES[self.name],
+        }
+
+    def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
+        return ModelConfig(**self.model_section(setup))
 
     def install(self, env_dir: Path) -> Path:
         return Path(sys.executable)
@@ -60,16 +102,7 @@ class Attnmt(PeerSystem):
                 "batch_tokens": 1_000_000,  # batches are cut by sentence count alone
                 "max_batch_sentences": setup.batch_sentences,
             },
-            "model": {
-                "rnn": "gru",
-                "embedding_size": setup.embedding_size,
-                "encoder_hidden": setup.encoder_hidden,
-                "bidirectional": True,
-                "decoder_hidden": setup.decoder_hidden,
-                "attention": "additive",
-                "decoder": "bahdanau",
-                "dropout": setup.dropout,
-            },
+            "model": self.model_section(setup),
             "train": {
                 "run_dir": str(work / "run"),
                 "seed": setup.seed,

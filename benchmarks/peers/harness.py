@@ -8,6 +8,7 @@ virtual environment per peer, and one folder per (mode, system, repeat).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -125,17 +126,25 @@ class Harness:
                 self.drop(system, error)
 
     def train(
-        self, system: PeerSystem, folder: Path, *, steps: int | None, max_minutes: float | None, save_every: int
+        self,
+        system: PeerSystem,
+        folder: Path,
+        *,
+        steps: int | None,
+        max_minutes: float | None,
+        save_every: int,
+        seed: int | None = None,
     ) -> tuple[Finished, Events]:
-        """Train `system` from scratch in `folder` (emptied first)."""
+        """Train `system` from scratch in `folder` (emptied first), with `seed` instead of the Setup's if given."""
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
         python = self.pythons[system.name]
-        system.prepare(self.setup, folder, python)
+        setup = self.setup if seed is None else dataclasses.replace(self.setup, seed=seed)
+        system.prepare(setup, folder, python)
         events = folder / "events.jsonl"
         command = system.train_command(
-            self.setup, folder, python, steps=steps, max_minutes=max_minutes, save_every=save_every, events=events
+            setup, folder, python, steps=steps, max_minutes=max_minutes, save_every=save_every, events=events
         )
         finished = run_command(system.name, "training", command, folder / "train.log")
         return finished, read_events(events)

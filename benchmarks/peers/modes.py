@@ -2,22 +2,28 @@
 
 speed:   training throughput (alternating systems, `repeats` fresh runs each) and decoding
          speed of a model of each system trained for the same number of updates.
-quality: each system trained for the same wall-clock budget, one at a time; validation BLEU
-         of every checkpoint against the minutes it took, and test BLEU of the best one.
-         A system whose result is already in the work folder is not trained again, so an
-         interrupted run resumes with the next system (an interrupted system starts over:
-         a budget of wall-clock time cannot be split across processes fairly).
+quality: each system trained for the same wall-clock budget, one at a time, once per seed;
+         validation BLEU of every checkpoint against the minutes it took, and test BLEU of the
+         best one. Runs finished earlier (in the results file being extended, or in the work
+         folder) are not trained again, so an interrupted race resumes with the next run (an
+         interrupted run starts over: a budget of wall-clock time cannot be split across
+         processes fairly). Each finished run is handed to `on_run` at once, so the results
+         file can be written after every run.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from attnmt.utils import atomic_path
-from benchmarks.measure import rotated, spread
+from benchmarks.measure import describe_machine, provenance, rotated, spread
+from benchmarks.peers.arithmetic import arithmetic
 from benchmarks.peers.harness import Harness, training_speed
 from benchmarks.peers.system import PeerError, PeerSystem
 
@@ -36,10 +42,13 @@ class SpeedOptions:
 class QualityOptions:
     minutes: float = 50.0
     save_every: int = 250
+    seeds: tuple[int, ...] = (1,)
 
 
 def speed(harness: Harness, options: SpeedOptions) -> dict:
     results: dict[str, dict] = {system.name: _system_header(system) for system in harness.systems}
+    for system in harness.systems:
+        results[system.name]["arithmetic"] = arithmetic(system, harness.setup)
     # The decoding models first: their training is counted in updates, not timed, and is kept
     # for later invocations; everything timed then runs back to back.
     checkpoints = {}
@@ -112,14 +121,20 @@ def _summarised(result: dict) -> dict:
     """Medians and ranges next to the per-repeat values."""
     repeats = result["training_repeats"]
     result["parameters"] = repeats[0]["parameters"]
+    forward = result["arithmetic"]["forward_flops_per_target_token"]
+    training_flops = result["arithmetic"]["training_flops_per_target_token"]
     result["training"] = {
         "tokens_per_s": spread([r["tokens_per_s"] for r in repeats]),
+        # the throughput per unit of arithmetic: the model's useful FLOPs per second
+        "gflops_per_s": spread([r["tokens_per_s"] * training_flops / 1e9 for r in repeats]),
         "peak_rss_mib": spread([r["peak_rss_mib"] for r in repeats]),
     }
     result["decoding"] = {
         beam: {
             "sentences_per_s": spread([r["sentences_per_s"] for r in runs]),
             "tokens_per_s": spread([r["tokens_per_s"] for r in runs]),
+            # one hypothesis per generated token: beam search's K hypotheses are not multiplied in
+            "gflops_per_s": spread([r["tokens_per_s"] * forward / 1e9 for r in runs]),
             "bleu_tok_lc": runs[0]["bleu_tok_lc"],
             "generated_tokens": runs[0]["generated_tokens"],
         }
@@ -128,27 +143,60 @@ def _summarised(result: dict) -> dict:
     return result
 
 
-def quality(harness: Harness, options: QualityOptions) -> dict:
-    results = {}
-    for system in list(harness.systems):
-        folder = harness.work / "quality" / system.name
-        done = folder / "result.json"
-        if done.exists():
-            harness.say(f"{system.name}: already trained for the budget; reusing {done}")
-        else:
-            try:
-                _train_for_budget(harness, system, folder, options)
-            except PeerError as error:
-                harness.drop(system, error)
+def quality(
+    harness: Harness,
+    options: QualityOptions,
+    finished: dict | None = None,
+    on_run: Callable[[dict], None] = lambda results: None,
+) -> dict:
+    """Every system once per seed (seed by seed, so a partial race holds every system), skipping
+    the (system, seed) runs already in `finished` (a results dict of this mode); `on_run` gets the
+    results after each new run."""
+    systems: dict[str, dict] = {}
+    for name, system in (finished or {}).items():
+        systems[name] = {**system, "runs": list(system["runs"])}
+    results = {"options": {**options.__dict__, "seeds": list(options.seeds)}, "systems": systems}
+    for seed in options.seeds:
+        for system in list(harness.systems):
+            header = {"version": system.version, "architecture_notes": system.architecture_notes, "parameters": None}
+            entry = systems.setdefault(system.name, {**header, "runs": []})
+            entry["arithmetic"] = arithmetic(system, harness.setup)
+            if any(run["seed"] == seed for run in entry["runs"]):
+                harness.say(f"{system.name}: seed {seed} already raced; kept")
                 continue
-        results[system.name] = json.loads(done.read_text(encoding="utf-8"))
-    return {"options": options.__dict__, "systems": results}
+            folder = harness.work / "quality" / system.name / f"seed-{seed}"
+            done = folder / "result.json"
+            if done.exists():
+                harness.say(f"{system.name}: seed {seed} already trained for the budget; reusing {done}")
+            else:
+                try:
+                    _train_for_budget(harness, system, folder, options, seed)
+                except PeerError as error:
+                    harness.drop(system, error)
+                    continue
+            run = json.loads(done.read_text(encoding="utf-8"))
+            entry["parameters"] = run["parameters"]
+            entry["runs"] = sorted([*entry["runs"], run], key=lambda r: r["seed"])
+            entry["summary"] = _race_summary(entry["runs"])
+            on_run(results)
+    return results
 
 
-def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, options: QualityOptions) -> None:
-    harness.say(f"{system.name}: training for {options.minutes:g} minutes")
+def _race_summary(runs: list[dict]) -> dict:
+    """Medians and ranges over the seeds: best validation BLEU, its minute, test BLEU per beam."""
+    beams = sorted(runs[0]["test2016"], key=lambda beam: int(beam.removeprefix("beam")))
+    return {
+        "seeds": [run["seed"] for run in runs],
+        "updates": spread([run["updates"] for run in runs]),
+        "best_valid_bleu_tok_lc": spread([run["best"]["valid_bleu_tok_lc"] for run in runs]),
+        "test2016": {beam: spread([run["test2016"][beam]["bleu_tok_lc"] for run in runs]) for beam in beams},
+    }
+
+
+def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, options: QualityOptions, seed: int) -> None:
+    harness.say(f"{system.name}: training for {options.minutes:g} minutes, seed {seed}")
     finished, events = harness.train(
-        system, folder, steps=None, max_minutes=options.minutes, save_every=options.save_every
+        system, folder, steps=None, max_minutes=options.minutes, save_every=options.save_every, seed=seed
     )
     scoring = folder / "scoring"
     curve = []
@@ -164,7 +212,7 @@ def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, option
         scored = harness.translate(system, scoring / "test", checkpoint, "test2016", beam)
         test[f"beam{beam}"] = {"bleu_tok_lc": scored["bleu_tok_lc"], "sentences_per_s": scored["sentences_per_s"]}
     result = {
-        **_system_header(system),
+        "seed": seed,
         "parameters": events.parameters,
         "updates": len(events.steps),
         "training_minutes": finished.seconds / 60,
@@ -173,8 +221,9 @@ def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, option
         "curve": curve,
         "best": best,
         "test2016": test,
+        # a race may span sessions and commits: each run records what it ran on
+        "machine": describe_machine(torch.device("cpu")),
+        "provenance": provenance(),
     }
-    for key in ("training_repeats", "decoding_repeats"):
-        result.pop(key)
     with atomic_path(folder / "result.json") as temporary:
         temporary.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -20,6 +20,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from attnmt.config import ModelConfig
+from benchmarks.peers.arithmetic import input_feeding_mlp_shapes
 from benchmarks.peers.system import PROBES, Command, PeerError, PeerSystem, Setup, make_venv, run_pip
 
 TORCH = "torch==2.13.0"
@@ -88,6 +90,9 @@ class OpenNMT(PeerSystem):
         run_pip(self.name, python, DEPENDENCIES)
         marker.write_text(json.dumps(wanted) + "\n", encoding="utf-8")
         return python
+
+    def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
+        return input_feeding_mlp_shapes(setup, bridge="zeros")
 
     def prepare(self, setup: Setup, work: Path, python: Path) -> None:
         if 2 * setup.encoder_hidden != setup.decoder_hidden:

@@ -28,30 +28,36 @@ def machine_line(results: dict) -> str:
 
 
 def speed_rows(results: dict) -> tuple[list[str], list[list[str]]]:
-    header = ["system", "params", "train tok/s", "peak RSS MiB"]
-    beams = sorted({beam for system in results["systems"].values() for beam in system["decoding"]})
+    """One row per system. Arithmetic columns (MFLOP per target token, GFLOP/s) appear when the
+    results have them: a forward pass per token, and the throughput times the arithmetic."""
+    systems = results["systems"].values()
+    counted = all("arithmetic" in system for system in systems)
+    header = ["system", "params"] + (["fwd MFLOP/tok"] if counted else []) + ["train tok/s"]
+    header += (["train GFLOP/s"] if counted else []) + ["peak RSS MiB"]
+    beams = sorted({beam for system in systems for beam in system["decoding"]})
+    decoding_columns = ["sent/s", "tok/s"] + (["GFLOP/s"] if counted else []) + ["BLEU"]
     for beam in beams:
         label = "greedy" if beam == "beam1" else beam.replace("beam", "beam ")
-        header += [f"{label} sent/s", f"{label} tok/s", f"{label} BLEU"]
+        header += [f"{label} {column}" for column in decoding_columns]
     rows = []
     for name, system in results["systems"].items():
         training = system["training"]
-        row = [
-            f"{name} {system['version']}",
-            f"{system['parameters'] / 1e6:.2f}M",
-            format_spread(training["tokens_per_s"]),
-            format_spread(training["peak_rss_mib"]),
-        ]
+        row = [f"{name} {system['version']}", f"{system['parameters'] / 1e6:.2f}M"]
+        if counted:
+            row.append(f"{system['arithmetic']['forward_flops_per_target_token'] / 1e6:.1f}")
+        row.append(format_spread(training["tokens_per_s"]))
+        if counted:
+            row.append(format_spread(training["gflops_per_s"], 1))
+        row.append(format_spread(training["peak_rss_mib"]))
         for beam in beams:
             decoding = system["decoding"].get(beam)
             if decoding is None:
-                row += ["-", "-", "-"]
+                row += ["-"] * len(decoding_columns)
                 continue
-            row += [
-                format_spread(decoding["sentences_per_s"], 1),
-                format_spread(decoding["tokens_per_s"]),
-                f"{decoding['bleu_tok_lc']:.2f}",
-            ]
+            row += [format_spread(decoding["sentences_per_s"], 1), format_spread(decoding["tokens_per_s"])]
+            if counted:
+                row.append(format_spread(decoding["gflops_per_s"], 1))
+            row.append(f"{decoding['bleu_tok_lc']:.2f}")
         rows.append(row)
     return header, rows
 
@@ -73,7 +79,36 @@ def print_speed(results: dict, console: Console) -> None:
             console.print(f"[dim]{name}: {escape(system['architecture_notes'])}[/dim]")
 
 
+def race_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """One row per system of a race with seeds: median (min-max) over its runs."""
+    header = ["system", "params", "fwd MFLOP/tok", "seeds", "updates", "best valid BLEU", "test2016 greedy"]
+    header.append("test2016 beam 5")
+    rows = []
+    for name, system in results["systems"].items():
+        if not system.get("runs"):
+            continue
+        summary = system["summary"]
+        beam = max(summary["test2016"], key=lambda key: int(key.removeprefix("beam")))
+        rows.append(
+            [
+                f"{name} {system['version']}",
+                f"{system['parameters'] / 1e6:.2f}M",
+                f"{system['arithmetic']['forward_flops_per_target_token'] / 1e6:.1f}",
+                ", ".join(str(seed) for seed in summary["seeds"]),
+                format_spread(summary["updates"]),
+                format_spread(summary["best_valid_bleu_tok_lc"], 2),
+                format_spread(summary["test2016"]["beam1"], 2),
+                format_spread(summary["test2016"][beam], 2),
+            ]
+        )
+    return header, rows
+
+
 def quality_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """The quality table: a race with seeds (`race_rows`), or one run per system as earlier
+    versions of the benchmark wrote it."""
+    if any("runs" in system for system in results["systems"].values()):
+        return race_rows(results)
     header = ["system", "updates", "best step", "at minute", "valid BLEU", "test2016 greedy", "test2016 beam 5"]
     rows = []
     for name, system in results["systems"].items():
@@ -104,13 +139,15 @@ def print_quality(results: dict, console: Console) -> None:
 
 
 def quality_curves(results: dict) -> Figure:
-    """Validation BLEU against minutes of training, one line per system."""
+    """Validation BLEU against minutes of training, one line per system and seed."""
     figure = Figure(figsize=(6.4, 3.8), layout="constrained")
     axes = figure.add_subplot()
     for name, system in results["systems"].items():
-        minutes = [point["minutes"] for point in system["curve"]]
-        scores = [point["valid_bleu_tok_lc"] for point in system["curve"]]
-        axes.plot(minutes, scores, marker="o", markersize=3, label=f"{name} {system['version']}")
+        for run in system.get("runs", [system]):  # a race: one line per seed
+            minutes = [point["minutes"] for point in run["curve"]]
+            scores = [point["valid_bleu_tok_lc"] for point in run["curve"]]
+            seed = f", seed {run['seed']}" if "seed" in run else ""
+            axes.plot(minutes, scores, marker="o", markersize=3, label=f"{name} {system['version']}{seed}")
     axes.set_xlabel("minutes of training (2 CPU threads)")
     axes.set_ylabel("validation BLEU (tok, lc), greedy")
     axes.set_title("Multi30k en-de: quality per CPU minute")

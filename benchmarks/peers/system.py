@@ -27,6 +27,8 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from attnmt.config import ModelConfig
+
 PROBES = Path(__file__).parent / "probes"
 
 
@@ -84,6 +86,12 @@ class PeerSystem(ABC):
     version: str
     # What differs from the Setup in this system's architecture where shapes cannot match.
     architecture_notes: str = ""
+    source_extra_tokens: int = 0  # tokens the system adds to every source sentence (JoeyNMT: </s>)
+
+    @abstractmethod
+    def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
+        """This system's model as the attnmt ModelConfig with the same matrix products, so that
+        `benchmarks.flops` counts its arithmetic with the one formula (`arithmetic.py`)."""
 
     @abstractmethod
     def install(self, env_dir: Path) -> Path:
