@@ -86,10 +86,22 @@ class ModelConfig(_Section):
     attention_size: int | None = Field(None, ge=1, description="additive attention size (default decoder_hidden)")
     decoder: Literal["bahdanau", "luong"] = "bahdanau"
     input_feeding: bool = Field(True, description="luong only: feed the previous attentional vector to the RNN")
-    bridge: Literal["tanh", "zeros"] = "tanh"
+    bridge: Literal["tanh", "copy", "zeros"] = Field(
+        "tanh", description="decoder start: tanh(W h_final + b), h_final itself (needs equal sizes), or zeros"
+    )
     tie_embeddings: bool = False
     init: Literal["uniform", "xavier"] = "xavier"
     init_scale: float = Field(0.1, gt=0.0, description="range of the uniform init")
+
+    @model_validator(mode="after")
+    def _copy_bridge_fits(self) -> ModelConfig:
+        keys = self.encoder_hidden * (2 if self.bidirectional else 1)
+        if self.bridge == "copy" and keys != self.decoder_hidden:
+            raise ValueError(
+                f"bridge copy starts the decoder from the encoder's final state, so decoder_hidden must be "
+                f"{keys} (encoder_hidden x directions), got {self.decoder_hidden}"
+            )
+        return self
 
 
 class TrainConfig(_Section):

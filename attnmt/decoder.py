@@ -183,25 +183,32 @@ class Bridge(nn.Module):
     a bidirectional encoder. Bahdanau et al. (2015) use h_backward_1 alone; theirs is the case
     where W_b ignores the forward half, which this can learn. With L_enc == L, decoder layer i
     starts from encoder layer i; otherwise every decoder layer starts from the encoder's top
-    layer. One W_b serves all layers. zeros: s_0 = 0. An LSTM's initial cell is always zero: the
-    encoder's information enters through s_0 and the gates, and a cell state, unbounded, is not
-    something a tanh layer should produce.
+    layer. One W_b serves all layers. copy: s_0 = h_final itself, layer by layer in the same way,
+    no parameters (OpenNMT-py's default start; needs H == H_enc). zeros: s_0 = 0. An LSTM's
+    initial cell is always zero: the encoder's information enters through s_0 and the gates, and
+    a cell state, unbounded, is not something a tanh layer should produce.
     """
 
     def __init__(self, *, encoder_size: int, decoder_size: int, decoder_layers: int, kind: str = "tanh"):
         super().__init__()
-        if kind not in ("tanh", "zeros"):
-            raise ValueError(f"unknown bridge {kind!r}; expected tanh or zeros")
-        self.decoder_size, self.decoder_layers = decoder_size, decoder_layers
+        if kind not in ("tanh", "copy", "zeros"):
+            raise ValueError(f"unknown bridge {kind!r}; expected tanh, copy or zeros")
+        if kind == "copy" and encoder_size != decoder_size:
+            raise ValueError(
+                f"a copy bridge needs the decoder size {decoder_size} to equal the encoder's {encoder_size}"
+            )
+        self.kind, self.decoder_size, self.decoder_layers = kind, decoder_size, decoder_layers
         self.projection = nn.Linear(encoder_size, decoder_size) if kind == "tanh" else None
 
     def forward(self, encoder_hidden: torch.Tensor) -> torch.Tensor:
         """encoder_hidden (L_enc, B, H_enc) -> initial decoder hidden (L, B, H)."""
         encoder_layers, batch_size, _ = encoder_hidden.shape
-        if self.projection is None:
+        if self.kind == "zeros":
             return encoder_hidden.new_zeros(self.decoder_layers, batch_size, self.decoder_size)
         if encoder_layers != self.decoder_layers:
             encoder_hidden = encoder_hidden[-1:].expand(self.decoder_layers, -1, -1)  # (L, B, H_enc)
+        if self.kind == "copy":
+            return encoder_hidden.contiguous()  # (L, B, H), H == H_enc
         return torch.tanh(self.projection(encoder_hidden))  # (L, B, H)
 
 

@@ -81,6 +81,14 @@ def test_early_stopping_on_bleu_needs_validation_bleu(tmp_path):
     assert config.train.valid_bleu_sentences == 0
 
 
+def test_a_copy_bridge_needs_the_decoder_as_wide_as_the_encoders_states(tmp_path):
+    path = write(tmp_path, "model:\n  bridge: copy\n  encoder_hidden: 256\n  decoder_hidden: 256\n")
+    with pytest.raises(ConfigError, match=r"model: bridge copy .* decoder_hidden must be 512 .* got 256"):
+        load_config(path)
+    assert load_config(path, ["model.decoder_hidden=512"]).model.bridge == "copy"
+    assert load_config(path, ["model.bidirectional=false"]).model.decoder_hidden == 256
+
+
 def test_resolved_config_round_trips(tmp_path):
     config = load_config(None, ["model.attention=general", "decode.beam_size=3"])
     save_config(config, tmp_path / "run" / "config.yaml")

@@ -26,6 +26,7 @@ SRC_VOCAB, TGT_VOCAB = 13, 11
 # A: bidirectional, 2 + 2 layers, all sizes different (dot needs its projection), tanh bridge.
 # B: unidirectional, 1 encoder layer under 2 decoder layers, H_enc == H_dec (plain dot), tied
 #    embeddings with H != E (Luong's extra projection), zero bridge.
+# C: as A with H_dec == H_enc and the copy bridge.
 SHAPES = {
     "A": {"embedding_size": 6, "encoder_hidden": 5, "bidirectional": True, "encoder_layers": 2, "decoder_layers": 2},
     "B": {
@@ -37,6 +38,16 @@ SHAPES = {
         "tie_embeddings": True,
         "bridge": "zeros",
     },
+    # C: bidirectional, 2 + 2 layers, H_dec == H_enc, the copy bridge (OpenNMT-py's start).
+    "C": {
+        "embedding_size": 6,
+        "encoder_hidden": 4,
+        "decoder_hidden": 8,
+        "bidirectional": True,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "bridge": "copy",
+    },
 }
 
 
@@ -46,7 +57,6 @@ def make_model(attention, rnn, style, shape="A", **overrides):
     torch.manual_seed(1)
     config = ModelConfig(
         rnn=rnn,
-        decoder_hidden=7,
         attention=attention,
         attention_size=4,
         decoder=decoder,
@@ -54,7 +64,7 @@ def make_model(attention, rnn, style, shape="A", **overrides):
         dropout=0.0,
         init="uniform",
         init_scale=0.5,  # large enough that every path visibly matters
-        **{**SHAPES[shape], **overrides},
+        **{"decoder_hidden": 7, **SHAPES[shape], **overrides},
     )
     return build_model(config, SRC_VOCAB, TGT_VOCAB).eval(), config
 
@@ -148,6 +158,8 @@ def reference_translate(model, config, src_tokens, tgt_tokens):
     if config.bridge == "tanh":  # s_0 = tanh(W_b h_final + b): layer-wise, or all from the top layer
         sources = finals if len(finals) == layers else [finals[-1]] * layers
         hidden = [torch.tanh(decoder.bridge.projection.weight @ f + decoder.bridge.projection.bias) for f in sources]
+    elif config.bridge == "copy":  # s_0 = h_final itself, mapped to layers the same way
+        hidden = list(finals) if len(finals) == layers else [finals[-1]] * layers
     else:
         hidden = [torch.zeros(config.decoder_hidden) for _ in range(layers)]
     cells = [torch.zeros(config.decoder_hidden) for _ in range(layers)]  # an LSTM's c_0 is zero
@@ -176,7 +188,7 @@ def reference_translate(model, config, src_tokens, tgt_tokens):
 # ---- the tests ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("shape", ["A", "B"])
+@pytest.mark.parametrize("shape", ["A", "B", "C"])
 @pytest.mark.parametrize(("attention", "rnn", "style"), COMBINATIONS)
 def test_batched_model_matches_the_equations(attention, rnn, style, shape):
     model, config = make_model(attention, rnn, style, shape)

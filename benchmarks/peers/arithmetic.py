@@ -21,8 +21,8 @@ SPECIAL_TOKENS = 4  # every system's vocabulary: the kept types plus four specia
 def input_feeding_mlp_shapes(setup: Setup, *, bridge: str) -> ModelConfig:
     """The peers' model at the Setup's sizes: a Luong-style step with input feeding whose new state
     queries MLP attention of the decoder's size, the attentional vector [c; h] -> decoder size
-    read by the output layer; `bridge` tanh (JoeyNMT) or zeros (OpenNMT-py's parameter-free start,
-    whose once-per-sentence cost is left out)."""
+    read by the output layer; `bridge` tanh (JoeyNMT) or copy (OpenNMT-py: the decoder starts
+    from the encoder's final states)."""
     return ModelConfig(
         rnn="gru",
         embedding_size=setup.embedding_size,

@@ -36,7 +36,7 @@ def _version() -> str:
 # The model section of each attnmt system, beside the Setup's shared sizes and dropout.
 ARCHITECTURES = {
     # OpenNMT-py's model (benchmarks/peers/opennmt.py) in attnmt: the comparison on identical work.
-    "attnmt": {"decoder": "luong", "input_feeding": True, "attention": "additive", "init": "uniform"},
+    "attnmt": {"decoder": "luong", "input_feeding": True, "attention": "additive", "bridge": "copy", "init": "uniform"},
     # attnmt's cheaper Bahdanau model (a 256-wide maxout readout feeds the output layer), from
     # Glorot as configs/multi30k-en-de.yaml has it.
     "attnmt-bahdanau": {"decoder": "bahdanau", "attention": "additive", "init": "xavier"},
@@ -45,10 +45,9 @@ NOTES = {
     "attnmt": (
         "OpenNMT-py's architecture: Luong decoder step with input feeding (the GRU reads [E y_{t-1}; previous "
         "attentional vector h~_{t-1}]), its new state h_t queries additive (MLP) attention of size 512, "
-        "h~_t = tanh(W_c [c_t; h_t]) of 512 feeds Linear(512, V) and the next step; weights from U(-0.1, 0.1) "
-        "(OpenNMT-py's param_init 0.1). Differs from OpenNMT-py in the bridge: attnmt starts the decoder from "
-        "tanh(W [final forward; final backward] + b) (W 512 x 512), OpenNMT-py from the "
-        "concatenated final states themselves"
+        "h~_t = tanh(W_c [c_t; h_t]) of 512 feeds Linear(512, V) and the next step; the decoder starts from the "
+        "concatenated final forward and backward encoder states (bridge copy, OpenNMT-py's default); weights "
+        "from U(-0.1, 0.1) (OpenNMT-py's param_init 0.1)"
     ),
     "attnmt-bahdanau": (
         "Bahdanau decoder as in the paper: attends with s_{t-1}, GRU input [E y_{t-1}; c_t], maxout deep "

@@ -92,7 +92,7 @@ class OpenNMT(PeerSystem):
         return python
 
     def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
-        return input_feeding_mlp_shapes(setup, bridge="zeros")
+        return input_feeding_mlp_shapes(setup, bridge="copy")
 
     def prepare(self, setup: Setup, work: Path, python: Path) -> None:
         if 2 * setup.encoder_hidden != setup.decoder_hidden:
