@@ -85,7 +85,9 @@ class StandIn(PeerSystem):
     def checkpoints(self, work):
         return {int(path.stem.split("-")[1]): path for path in work.glob("model-*.ckpt")}
 
-    def translate_command(self, setup, work, python, *, checkpoint, source, output, beam_size, result):
+    def translate_command(
+        self, setup, work, python, *, checkpoint, source, output, beam_size, result, attention_focus=None
+    ):
         (work / "probe.py").write_text(SCRIPT)
         reference = source.with_suffix(f".{setup.tgt_lang}")  # "translates" into the reference itself
         return Command([str(python), "probe.py", "translate", str(output), str(reference), str(result)], work)
@@ -270,8 +272,11 @@ def test_attnmt_trains_and_translates_through_its_probe(tmp_path, monkeypatch):
     assert finished.peak_rss_mib > 0 and sorted(system.checkpoints(work)) == [2, 3]
     meta = json.loads((system.checkpoints(work)[3] / "meta.json").read_text())
     assert sum(step["target_tokens"] for step in events.steps) == meta["tokens"]
-    measured = harness.translate(system, work / "out", system.checkpoints(work)[3], "test2016", 1)
+    measured = harness.translate(system, work / "out", system.checkpoints(work)[3], "test2016", 1, focus=True)
     assert measured["sentences"] == 1000 and measured["tokens_per_s"] > 0
+    focus = measured["attention_focus"]  # a row per output token and one for EOS, every sentence
+    assert focus["sentences"] == 1000 and focus["steps"] == measured["generated_tokens"] + 1000
+    assert 0 <= focus["mean_weight_first"] <= 1 and 0 < focus["uniform_weight"] <= 1
     assert read_events(work / "events.jsonl").steps == events.steps
 
 
@@ -379,6 +384,13 @@ def test_a_peer_trains_and_translates_through_its_probe(name, tmp_path):
     assert len(output) == measured["sentences"] == TINY["test2016"]
     # The harness counts generated tokens as the words of the output, without EOS, for every system.
     assert measured["generated_tokens"] == sum(len(line.split()) for line in output) > 0
+    focused = harness.translate(system, work / "focus", checkpoints[TINY_STEPS], "test2016", 1, focus=True)
+    if system.measures_attention:  # over the source and the </s> JoeyNMT appends, </s> steps included
+        focus = focused["attention_focus"]
+        assert focus["sentences"] == TINY["test2016"] and focus["steps"] >= focused["generated_tokens"]
+        assert 0 <= focus["mean_weight_first"] <= 1 and 0 < focus["uniform_weight"] <= 1
+    else:
+        assert "attention_focus" not in focused
 
 
 BAD_COUNTS = [["speed", "--repeats", "0"], ["speed", "--warmup", "0"], ["quality", "--save-every", "x"]]

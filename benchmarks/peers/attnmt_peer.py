@@ -61,6 +61,8 @@ NOTES = {
 class Attnmt(PeerSystem):
     """attnmt with one of the ARCHITECTURES; `name` is the architecture's key."""
 
+    measures_attention = True
+
     def __init__(self, data_dir: str | None = None, name: str = "attnmt"):
         if name not in ARCHITECTURES:
             raise ValueError(f"unknown attnmt system {name!r}; expected one of {', '.join(ARCHITECTURES)}")
@@ -159,9 +161,12 @@ class Attnmt(PeerSystem):
         output: Path,
         beam_size: int,
         result: Path,
+        attention_focus: Path | None = None,
     ) -> Command:
         argv = [str(python), str(PROBES / "attnmt_probe.py"), "translate", "--checkpoint", str(checkpoint)]
         argv += ["--source", str(source), "--output", str(output), "--result", str(result)]
         argv += ["--beam", str(beam_size), "--batch", str(setup.decode_batch_sentences)]
         argv += ["--max-length", str(setup.max_output_length), "--threads", str(setup.threads)]
+        if attention_focus is not None:
+            argv += ["--attention-focus", str(attention_focus)]
         return Command(argv, work)

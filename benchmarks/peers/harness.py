@@ -149,11 +149,15 @@ class Harness:
         finished = run_command(system.name, "training", command, folder / "train.log")
         return finished, read_events(events)
 
-    def translate(self, system: PeerSystem, folder: Path, checkpoint: Path, split: str, beam_size: int) -> dict:
-        """Translate `split`'s source with `checkpoint`: timing, tokens and BLEU."""
+    def translate(
+        self, system: PeerSystem, folder: Path, checkpoint: Path, split: str, beam_size: int, *, focus: bool = False
+    ) -> dict:
+        """Translate `split`'s source with `checkpoint`: timing, tokens and BLEU; with `focus`, and
+        where the system's probe measures it, where the attention goes (`attention_focus`)."""
         name = f"{split}-beam{beam_size}"
         folder.mkdir(parents=True, exist_ok=True)
         output, result = folder / f"{name}.txt", folder / f"{name}.json"
+        attention = folder / f"{name}-attention.json" if focus and system.measures_attention else None
         python = self.pythons[system.name]
         command = system.translate_command(
             self.setup,
@@ -164,13 +168,17 @@ class Harness:
             output=output,
             beam_size=beam_size,
             result=result,
+            attention_focus=attention,
         )
         finished = run_command(system.name, f"translating {split} (beam {beam_size})", command, folder / f"{name}.log")
         timing = json.loads(result.read_text(encoding="utf-8"))
-        return {
+        measured = {
             **timing,
             "sentences_per_s": timing["sentences"] / timing["seconds"],
             "tokens_per_s": timing["generated_tokens"] / timing["seconds"],
             "bleu_tok_lc": bleu(output, self.setup.file(split, self.setup.tgt_lang)),
             "peak_rss_mib": finished.peak_rss_mib,
         }
+        if attention is not None:
+            measured["attention_focus"] = json.loads(attention.read_text(encoding="utf-8"))
+        return measured

@@ -66,6 +66,7 @@ class JoeyNMT(PeerSystem):
         return python
 
     source_extra_tokens = 1  # the </s> JoeyNMT appends to every source
+    measures_attention = True
 
     def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
         return input_feeding_mlp_shapes(setup, bridge="tanh")
@@ -115,6 +116,7 @@ class JoeyNMT(PeerSystem):
         output: Path,
         beam_size: int,
         result: Path,
+        attention_focus: Path | None = None,
     ) -> Command:
         # `work` is the decoding folder, not the training one: the probe finds the configuration and
         # vocabularies in the checkpoint's model directory, where the training probe left them.
@@ -122,6 +124,8 @@ class JoeyNMT(PeerSystem):
         argv += ["--source", _absolute(source), "--output", _absolute(output), "--result", _absolute(result)]
         argv += ["--beam-size", str(beam_size), "--batch-size", str(setup.decode_batch_sentences)]
         argv += ["--max-output-length", str(setup.max_output_length), "--threads", str(setup.threads)]
+        if attention_focus is not None:
+            argv += ["--attention-focus", _absolute(attention_focus)]
         return Command(argv=argv, cwd=work, env=thread_env(setup))
 
 

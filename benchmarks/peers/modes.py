@@ -202,8 +202,11 @@ def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, option
     curve = []
     for step, checkpoint in sorted(system.checkpoints(folder).items()):
         harness.say(f"{system.name}: validation BLEU of step {step}")
-        scored = harness.translate(system, scoring / f"step-{step}", checkpoint, "valid", 1)
-        curve.append({"step": step, "minutes": events.minutes_at(step), "valid_bleu_tok_lc": scored["bleu_tok_lc"]})
+        scored = harness.translate(system, scoring / f"step-{step}", checkpoint, "valid", 1, focus=True)
+        point = {"step": step, "minutes": events.minutes_at(step), "valid_bleu_tok_lc": scored["bleu_tok_lc"]}
+        if "attention_focus" in scored:  # where the attention goes, at every checkpoint
+            point["attention_focus"] = scored["attention_focus"]
+        curve.append(point)
     best = max(curve, key=lambda point: point["valid_bleu_tok_lc"])
     checkpoint = system.checkpoints(folder)[best["step"]]
     test = {}

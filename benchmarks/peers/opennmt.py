@@ -156,6 +156,7 @@ class OpenNMT(PeerSystem):
         output: Path,
         beam_size: int,
         result: Path,
+        attention_focus: Path | None = None,
     ) -> Command:
         argv = [
             str(python.absolute()),

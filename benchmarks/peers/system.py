@@ -87,6 +87,8 @@ class PeerSystem(ABC):
     # What differs from the Setup in this system's architecture where shapes cannot match.
     architecture_notes: str = ""
     source_extra_tokens: int = 0  # tokens the system adds to every source sentence (JoeyNMT: </s>)
+    # Whether its probe can report where the attention goes (`translate_command`'s attention_focus).
+    measures_attention: bool = False
 
     @abstractmethod
     def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
@@ -135,9 +137,12 @@ class PeerSystem(ABC):
         output: Path,
         beam_size: int,
         result: Path,
+        attention_focus: Path | None = None,
     ) -> Command:
         """Translate the tokenized `source` file with `checkpoint` (beam_size 1: greedy) into
-        `output`, timing written to `result` (see the module docstring)."""
+        `output`, timing written to `result` (see the module docstring); with `attention_focus`
+        (only where `measures_attention`), also the share of attention on source position 0 as
+        `tools.attention_focus` measures it, as JSON."""
 
 
 def run_pip(system: str, python: Path, args: list[str]) -> None:

@@ -71,3 +71,22 @@ def write_translation_result(result: Path, seconds: float, output: Path) -> None
         + "\n",
         encoding="utf-8",
     )
+
+
+def write_attention_focus(path: Path, rows: list[torch.Tensor]) -> None:
+    """Where a model's attention goes, as `tools.attention_focus` measures it for attnmt: over
+    every output step (EOS included) of `rows` (each (steps, source positions) of one sentence,
+    the positions the system attends over), the mean weight on position 0, the share of steps
+    whose largest weight is there, and the weight an even spread would give it."""
+    rows = [row for row in rows if row.numel()]
+    weight = torch.cat([row[:, 0] for row in rows])
+    argmax = torch.cat([row.argmax(dim=1) == 0 for row in rows]).float()
+    steps = len(weight)
+    focus = {
+        "sentences": len(rows),
+        "steps": steps,
+        "mean_weight_first": round(weight.mean().item(), 4),
+        "share_argmax_first": round(argmax.mean().item(), 4),
+        "uniform_weight": round(sum(row.shape[0] / row.shape[1] for row in rows) / steps, 4),
+    }
+    path.write_text(json.dumps(focus) + "\n", encoding="utf-8")

@@ -2,7 +2,7 @@
 
     python attnmt_probe.py train --config CONFIG.yaml --events EVENTS.jsonl [--max-minutes M]
     python attnmt_probe.py translate --checkpoint DIR --source FILE --output FILE --beam K
-                                     --batch B --max-length N --result RESULT.json
+                                     --batch B --max-length N --result RESULT.json [--attention-focus F.json]
 
 The source file holds word tokens already (the benchmark's shared data): they are looked up
 in the run's vocabulary as they are, not tokenized again.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _probe import record_training, set_threads, write_translation_result
+from _probe import record_training, set_threads, write_attention_focus, write_translation_result
 
 from attnmt.config import load_config
 from attnmt.loading import ModelSpec, load
@@ -56,6 +56,8 @@ def translate(args: argparse.Namespace) -> None:
     lines = [" ".join(target.decode(best[0].tokens)) + "\n" for best in hypotheses]
     args.output.write_text("".join(lines), encoding="utf-8")
     write_translation_result(args.result, seconds, args.output)
+    if args.attention_focus:  # a row per output token, EOS included, over the real source positions
+        write_attention_focus(args.attention_focus, [best[0].attention.float() for best in hypotheses])
 
 
 def main() -> None:
@@ -70,6 +72,7 @@ def main() -> None:
     translating.add_argument("--source", type=Path, required=True)
     translating.add_argument("--output", type=Path, required=True)
     translating.add_argument("--result", type=Path, required=True)
+    translating.add_argument("--attention-focus", type=Path, help="write where the attention goes (JSON)")
     translating.add_argument("--beam", type=int, default=1)
     translating.add_argument("--batch", type=int, default=64)
     translating.add_argument("--max-length", type=int, default=100)

@@ -5,7 +5,7 @@ and `_probe`.
 
     joeynmt_probe.py train --config C --events E --save-every N --threads T [--steps S] [--max-minutes M]
     joeynmt_probe.py translate --checkpoint K --source F --output O --result R --beam-size B --batch-size N
-                               --max-output-length L --threads T
+                               --max-output-length L --threads T [--attention-focus FOCUS.json]
 
 Training is JoeyNMT's `TrainManager.train_and_validate` with three additions in a subclass: the
 recorder hears each batch's target tokens, a checkpoint is written every `save_every` steps with
@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from joeynmt.batch import Batch
 from joeynmt.config import BaseConfig, load_config, log_config, parse_global_args, set_validation_args
 from joeynmt.datasets import StreamDataset
@@ -36,7 +37,7 @@ from joeynmt.prediction import predict, prepare
 from joeynmt.training import TrainManager
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _probe import Recorder, record_training, set_threads, write_translation_result
+from _probe import Recorder, record_training, set_threads, write_attention_focus, write_translation_result
 
 MODEL_CONFIG = "config.yaml"  # where JoeyNMT's `train` command keeps a copy of its configuration
 
@@ -118,14 +119,24 @@ def translate(options: argparse.Namespace) -> None:
         batch_type="sentence",
         max_output_length=options.max_output_length,
     )
+    if options.attention_focus:
+        cfg["testing"]["return_attention"] = True
     get_logger("")
     args = parse_global_args(cfg, rank=0, mode="translate")
     model, _, _, stream = prepare(args, rank=0, mode="translate")  # untimed: vocabularies, model, checkpoint
     started = time.perf_counter()
-    hypotheses = translate_file(model, stream, args, options.source)
+    hypotheses, decoded, attention = translate_file(model, stream, args, options.source)
     seconds = time.perf_counter() - started
     options.output.write_text("".join(hypothesis + "\n" for hypothesis in hypotheses), encoding="utf-8")
     write_translation_result(options.result, seconds, options.output)
+    if options.attention_focus:
+        # JoeyNMT attends over the source words and the </s> it appends; a row per output token, </s> included
+        sources = options.source.read_text(encoding="utf-8").splitlines()
+        rows = [
+            torch.as_tensor(weights[: len(tokens), : len(source.split()) + 1])
+            for weights, tokens, source in zip(attention, decoded, sources, strict=True)
+        ]
+        write_attention_focus(options.attention_focus, rows)
 
 
 def model_config(model_dir: Path) -> dict:
@@ -138,15 +149,17 @@ def model_config(model_dir: Path) -> dict:
     return cfg
 
 
-def translate_file(model: Model, stream: StreamDataset, args: BaseConfig, source: Path) -> list[str]:
+def translate_file(model: Model, stream: StreamDataset, args: BaseConfig, source: Path) -> tuple[list, list, list]:
     """What JoeyNMT's `translate` command does with lines on stdin: every line into its stream
-    dataset, then `predict` in batches of testing.batch_size sentences in input order. The
-    hypotheses come back post-processed: word tokens joined by single spaces, specials removed."""
+    dataset, then `predict` in batches of testing.batch_size sentences in input order. Returns the
+    hypotheses post-processed (word tokens joined by single spaces, specials removed), each one's
+    tokens up to and with </s>, and, when the test options ask for it, each one's attention
+    (padded to its batch's lengths; else an empty list)."""
     for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             raise SystemExit(f"joeynmt probe: line {number} of {source} is empty; JoeyNMT cannot translate it")
         stream.set_item(line)
-    _, _, hypotheses, _, _, _ = predict(
+    _, _, hypotheses, decoded, _, attention = predict(
         model=model,
         data=stream,
         device=args.device,
@@ -157,7 +170,7 @@ def translate_file(model: Model, stream: StreamDataset, args: BaseConfig, source
         args=args.test,
         autocast=args.autocast,
     )
-    return hypotheses
+    return hypotheses, decoded, attention
 
 
 def parse_options(argv: list[str]) -> argparse.Namespace:
@@ -179,6 +192,7 @@ def parse_options(argv: list[str]) -> argparse.Namespace:
     translating.add_argument("--beam-size", type=int, required=True)
     translating.add_argument("--batch-size", type=int, required=True)
     translating.add_argument("--max-output-length", type=int, required=True)
+    translating.add_argument("--attention-focus", type=Path, help="write where the attention goes (JSON)")
     return parser.parse_args(argv)
 
 
