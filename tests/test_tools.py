@@ -2,14 +2,17 @@
 
 import ast
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+import attnmt.train
+from attnmt.config import ModelConfig
 from attnmt.utils import UserError
-from tools import attention_focus, multi30k_table
+from tools import attention_focus, init_parts, multi30k_table
 
 ROOT = Path(__file__).resolve().parent.parent
 INDEX_ENTRY = "- `"
@@ -211,3 +214,43 @@ def test_attention_focus_without_any_translation_is_a_clear_error():
 
     with pytest.raises(UserError, match="no sentence"):
         attention_focus.first_position_focus(Stub(), [""])
+
+
+def test_init_parts_draws_only_the_named_parameters_again_and_restores_the_builder():
+    """The variant's scheme for the whole model, the prefix's own draw on top, and the trainer's
+    builder back as it was afterwards, even when training fails."""
+    original = attnmt.train.build_model
+    config = ModelConfig(embedding_size=4, encoder_hidden=3, decoder_hidden=6, decoder="luong", attention="general")
+    glorot_output = math.sqrt(6 / (5000 + 6))  # the (V, H) output matrix's Glorot bound, V = 5,000
+    with init_parts.initialized_as("xavier", {"decoder.output.weight": "uniform"}) as started:
+        model = attnmt.train.build_model(config, 20, 5000)
+    output = model.decoder.output.weight.abs().max().item()
+    assert started == {"output_shape": [5000, 6], "output_range": output}
+    assert 2 * glorot_output < output <= 0.1  # U(-0.1, 0.1), not Glorot
+    assert model.decoder.output.bias.eq(0).all()  # the rest is Glorot's: zero biases
+    assert model.decoder.combine.weight.abs().max() <= math.sqrt(6 / (12 + 6))
+    assert attnmt.train.build_model is original
+    with init_parts.initialized_as("uniform", {"decoder.output.weight": "fan_in"}):
+        model = attnmt.train.build_model(config, 20, 5000)
+    assert 0.9 / math.sqrt(6) < model.decoder.output.weight.abs().max() <= 1 / math.sqrt(6)
+    assert model.decoder.output.bias.abs().max() <= 0.1 and model.decoder.output.bias.abs().max() > 0
+    with pytest.raises(RuntimeError), init_parts.initialized_as("xavier", {}):
+        raise RuntimeError("training failed")
+    assert attnmt.train.build_model is original
+
+
+def test_init_parts_and_attention_focus_tables():
+    variant = {"variant": "glorot", "last_train_loss": 6.2, "valid_loss": 5.9, "valid_bleu": 0.3}
+    variant |= {"mean_weight_first": 0.97, "uniform_weight": 0.07}
+    header, [row] = init_parts.parts_rows({"variants": [variant]})
+    assert len(header) == len(row) and row[0] == "`glorot`" and row[3] == "0.30"
+    run = {"decoder": "luong", "attention": "general", "init": "uniform", "seed": 2, "best_valid_bleu": None}
+    run |= {"mean_weight_first": 0.07, "share_argmax_first": 0.07, "uniform_weight": 0.075}
+    header, [row] = attention_focus.focus_rows({"runs": [run]})
+    assert len(header) == len(row) and row[3:5] == ["2", "-"]
+
+
+def test_init_parts_names_an_unknown_variant_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exited:
+        init_parts.main(["configs/demo.yaml", "--variants", "glorot,orthogonal"])
+    assert exited.value.code == 2 and "unknown variant" in capsys.readouterr().err

@@ -9,10 +9,13 @@ to the modules present):
   `scripts/multi30k-table.sh` writes.
 - `attention_focus`: where trained models attend, the share of attention on each run's first
   source position.
+- `init_parts`: which part of a model's initialization decides whether its attention learns to
+  align: a few updates with one part drawn differently.
 - `browser`: the attention explorer in headless Chromium, for the docs' screenshots and the
   browser test.
 
-Tools import `attnmt` and `benchmarks` (whose reports render the tables they quote); nothing in
+Tools import `attnmt` and `benchmarks` (whose reports render the tables they quote; `init_parts`
+also wraps the trainer's model builder); nothing in
 `attnmt` or `benchmarks` imports them. These modules were under `benchmarks/` before, so raw results
 made then record `python -m benchmarks.multi30k_table` or `python -m benchmarks.attention_focus`:
 the same programs, now `python -m tools.multi30k_table` and `python -m tools.attention_focus`.

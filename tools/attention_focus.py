@@ -19,6 +19,7 @@ import torch
 
 from attnmt.evaluation import split_examples
 from attnmt.loading import ModelSpec, load
+from attnmt.runlog import read_metrics
 from attnmt.translate import Translator
 from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, positive_int, write_results
@@ -42,6 +43,19 @@ def first_position_focus(translator: Translator, sentences: list[str]) -> dict:
     }
 
 
+def focus_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """One row per run: what it is, its best validation BLEU, and where its attention goes."""
+    header = ["decoder", "score", "init", "seed", "best valid BLEU", "weight on position 0", "argmax at 0"]
+    header.append("1 / length")
+    body = []
+    for r in results["runs"]:
+        bleu = r.get("best_valid_bleu")
+        row = [r["decoder"], r["attention"], r["init"], str(r.get("seed", "")), "-" if bleu is None else f"{bleu:.2f}"]
+        row += [f"{r[key]:.3f}" for key in ("mean_weight_first", "share_argmax_first", "uniform_weight")]
+        body.append(row)
+    return header, body
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.attention_focus", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (their best checkpoint)")
@@ -54,21 +68,17 @@ def main(argv: list[str] | None = None) -> int:
             translator = load(ModelSpec(run, device="cpu"))
             sentences = [example.src for example in split_examples(translator.config.data, "valid")[: args.sentences]]
             model = translator.config.model
+            validations = [record["valid_bleu"] for record in read_metrics(run) if "valid_bleu" in record]
             results.append(
                 {"run": run.name, "init": model.init, "decoder": model.decoder, "attention": model.attention}
+                | {"seed": translator.config.train.seed, "best_valid_bleu": max(validations, default=None)}
                 | {"sentences": len(sentences)}
                 | first_position_focus(translator, sentences)
             )
     except UserError as error:  # a folder that is not a run, a corpus that cannot be read
         print(f"tools.attention_focus: error: {error}", file=sys.stderr)
         return 2
-    header = ["run", "init", "decoder", "score", "steps", "mean weight on position 0", "argmax at 0", "1 / length"]
-    body = [
-        [r["run"], r["init"], r["decoder"], r["attention"], f"{r['steps']:,}"]
-        + [f"{r[key]:.3f}" for key in ("mean_weight_first", "share_argmax_first", "uniform_weight")]
-        for r in results
-    ]
-    print("\n".join(markdown_table(header, body)))
+    print("\n".join(markdown_table(*focus_rows({"runs": results}))))
     if args.json:
         machine = describe_machine(torch.device("cpu"))
         write_results(args.json, {"machine": machine, "runs": results}, "tools.attention_focus", argv)

@@ -49,6 +49,8 @@ from benchmarks.large_file import large_file_rows
 from benchmarks.peers.report import quality_rows, speed_rows
 from benchmarks.report import headlines, markdown_table, tables
 from benchmarks.serving import serving_rows
+from tools.attention_focus import focus_rows
+from tools.init_parts import parts_rows
 from tools.multi30k_table import summary_rows, table_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,6 +187,8 @@ def _layering_table(test: ModuleType) -> list[str]:
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "peers-speed": lambda results: markdown_table(*speed_rows(results)),
     "peers-quality": lambda results: markdown_table(*quality_rows(results)),
+    "attention-focus": lambda results: markdown_table(*focus_rows(results)),
+    "init-parts": lambda results: markdown_table(*parts_rows(results)),
     "speed-training": _speed_table(0),
     "speed-greedy": _speed_table(1),
     "speed-beam": _speed_table(2),
