@@ -69,6 +69,10 @@ REVERSE_RUN = [
     "model.encoder_hidden=32",
     "model.decoder_hidden=64",
     "model.dropout=0.0",
+    # Glorot, which this run's sizes and step budget were chosen with: from uniform its int8
+    # greedy outputs agreed with float32's on 69% of the test sentences, under the 90% that
+    # test_export asks of a model that has learned the task
+    "model.init=xavier",
     "train.max_steps=300",
     "train.valid_every=150",
     "train.lr=0.005",
