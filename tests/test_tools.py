@@ -254,3 +254,8 @@ def test_init_parts_names_an_unknown_variant_in_one_line(capsys):
     with pytest.raises(SystemExit) as exited:
         init_parts.main(["configs/demo.yaml", "--variants", "glorot,orthogonal"])
     assert exited.value.code == 2 and "unknown variant" in capsys.readouterr().err
+
+
+def test_init_parts_leaves_the_machines_run_folder_out_of_the_recorded_command():
+    argv = ["configs/demo.yaml", "--work", "/scratch/runs", "--steps", "5", "--work=/elsewhere"]
+    assert init_parts.recorded_arguments(argv) == ["configs/demo.yaml", "--steps", "5"]

@@ -106,6 +106,16 @@ def run_variant(name: str, config, work: Path, sentences: int) -> dict:
     }
 
 
+def recorded_arguments(argv: list[str] | None) -> list[str]:
+    """The command line as the results record it: without `--work DIR`, where this machine kept
+    the run folders (scratch, not part of the result)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if "--work" in arguments:
+        at = arguments.index("--work")
+        del arguments[at : at + 2]
+    return [argument for argument in arguments if not argument.startswith("--work=")]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.init_parts", description=__doc__.split("\n\n")[0])
     parser.add_argument("config", type=Path)
@@ -135,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 machine = describe_machine(torch.device("cpu"))
                 body = {"machine": machine, "config": str(args.config), "overrides": args.set, "variants": results}
-                write_results(args.json, body, "tools.init_parts", argv)
+                write_results(args.json, body, "tools.init_parts", recorded_arguments(argv))
     except UserError as error:
         print(f"tools.init_parts: error: {error}", file=sys.stderr)
         return 2
