@@ -86,6 +86,47 @@ def test_a_document_is_what_python_m_tools_quote_check_accepts(document):
     assert quoted == text, f"{document.name} differs from its results at {differing[:5]}; run python -m tools.quote"
 
 
+# A figure as a measurement gives it: two or more decimals, or a ratio or share (`1.4x`, `12%`). A
+# setting (`dropout 0.3`), a count or a version (`2.13.0`) does not look like one.
+RESULT_LIKE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d{2,}|(?:\.\d+)?(?:x|%))(?![\w.]?\d|\w)")
+ACCOUNTED = re.compile(r"\S*<!-- (?:figure|not a result): .*? -->")  # a figure with its comment, whole
+
+
+def _unquoted_figures(line):
+    """The result-like figures of a prose line that have neither a figure comment nor a `<!-- not a
+    result: why -->` one after them: in code, link targets and other comments nothing is a figure."""
+    line = ACCOUNTED.sub(" ", line)
+    line = re.sub(r"<!--.*?-->|`[^`]*`|\]\([^)]*\)|https?://\S+", " ", line)
+    return RESULT_LIKE.findall(line)
+
+
+def _prose_outside_quotes(document):
+    """(number, line) of a document's prose: outside code blocks and the blocks quoted under markers."""
+    lines = document.read_text(encoding="utf-8").splitlines()
+    quoted = set()
+    for number, line in enumerate(lines):
+        if MARKER.fullmatch(line.strip()):
+            quoted.update(range(number + 1, number + 1 + len(_block(lines, number + 1))))
+    return [(number, line) for number, line in _prose_lines(document) if number not in quoted]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda document: document.name)
+def test_every_figure_in_prose_is_quoted_from_a_result_or_says_why_not(document):
+    """A measured figure typed by hand would not fail when its result changes, nor when it is edited:
+    each one carries its figure comment, or a `<!-- not a result: published -->`-style reason."""
+    lines = _prose_outside_quotes(document)
+    bare = [f"{number + 1}: {figure}" for number, line in lines for figure in _unquoted_figures(line)]
+    assert not bare, f"{document.name}: figures with no figure comment at {bare}"
+
+
+def test_the_figure_lint_sees_a_hand_typed_figure_and_nothing_else():
+    typed = "trains 1.4x as fast, 12% of outputs, BLEU 39.32 (and 2.13.0, lr 0.3)"
+    assert _unquoted_figures(typed) == ["1.4x", "12%", "39.32"]
+    quoted = "trains 1.4x<!-- figure: a.json b {:.1f}x --> as fast; 28.77<!-- not a result: published -->"
+    assert _unquoted_figures(quoted) == []
+    assert _unquoted_figures("`lr 3.25` and [a link](x/1.25x.md) <!-- 2.50 -->") == []
+
+
 def _anchors(document):
     """The anchors GitHub gives a document's headings: lowercased, punctuation dropped, spaces to hyphens."""
     headings = (line.lstrip("#").strip() for _, line in _prose_lines(document) if line.startswith("#"))
@@ -139,6 +180,7 @@ def test_a_row_added_under_a_quoted_table_is_a_difference(tmp_path):
 
 
 SERVING = "docs/results/serving.json"
+KERNELS = "benchmarks/results/kernels-cpu.json"
 
 
 def _serving():
@@ -154,6 +196,16 @@ def test_a_figure_is_computed_from_the_raw_values_with_the_prose_rounding():
     assert render_figure(SERVING, difference, "{:+.1f}").startswith("-")
     assert render_figure(SERVING, "max(settings.repeats, 2) * 2", "{}") == str(max(3, 2) * 2)
     assert render_figure(SERVING, "model.training['valid_metric']", "{}") == "bleu"
+    assert render_figure(SERVING, "sd(1, 2, 3) + mean(2, 4)", "{:.1f}") == "4.0"  # the sample deviation
+
+
+def test_a_figure_from_two_results_files_names_each_by_its_stem():
+    kernels = json.loads((ROOT / KERNELS).read_text())
+    both = f"{SERVING},{KERNELS}"
+    expected = _serving()[(8, True)]["p99_ms"] / kernels["batch"]
+    assert render_figure(both, "serving.configurations[2].p99_ms / kernels-cpu.batch", "{:.3f}") == f"{expected:.3f}"
+    with pytest.raises(ValueError, match="no configurations there"):
+        render_figure(both, "configurations[2].p99_ms", "{}")
 
 
 @pytest.mark.parametrize(

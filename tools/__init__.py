@@ -13,6 +13,8 @@ to the modules present):
   align: a few updates with one part drawn differently.
 - `browser`: the attention explorer in headless Chromium, for the docs' screenshots and the
   browser test.
+- `data_stats`: `attnmt data stats` over several configs (pairs, lengths, coverage, the padding
+  share of the batches), kept as one raw result with the command and machine.
 
 Tools import `attnmt` and `benchmarks` (whose reports render the tables they quote; `init_parts`
 also wraps the trainer's model builder); nothing in

@@ -18,7 +18,7 @@ expression over it and the figure's format:
 
     trains 1.4x<!-- figure: benchmarks/results/peers-speed.json a.b / c.d {:.1f}x --> as many
 
-The expression is arithmetic (`+ - * /`, parentheses, numbers, `min max mean abs`) over paths
+The expression is arithmetic (`+ - * /`, parentheses, numbers, `min max mean sd abs`) over paths
 into the JSON: keys joined by dots (`systems.opennmt-py.parameters`; put spaces around a minus
 sign), `[2]` for a list's item, `['a key, with spaces']` for such a key, and
 `[clients=8,batching=true]` for the one item of a list with those fields. The format is
@@ -26,8 +26,12 @@ sign), `[2]` for a list's item, `['a key, with spaces']` for such a key, and
 `{:.0f}%`, `256<!-- ... {:.0f} --> ms`, and `{:+.2f}` for a difference that may be negative: a
 sign before a figure is part of it, a hyphen after a digit is a range's). A ratio or a difference
 is computed here from the raw values, so its rounding is the format's, never a rounded figure's.
+A figure computed from two results files names both, joined by a comma, and its paths then start
+with each file's name without `.json` (`a.json,b.json a.runs[0].bleu - b.runs[0].bleu {:+.2f}`).
 `tests/test_results.py` runs the check over the README, docs/ and CHANGELOG.md, so a document
-cannot drift from its data.
+cannot drift from its data, and fails on a figure that looks measured (two or more decimals, or a
+ratio or share such as `1.4x`, `12%`) with no figure comment: one that is not a result says so,
+`0.75<!-- not a result: a setting -->`.
 """
 
 from __future__ import annotations
@@ -241,7 +245,13 @@ def _quoted_length(lines: list[str], start: int) -> int:
 FIGURE = re.compile(r"<!-- figure: (\S+) (.+?) (\S+) -->")
 _PATH = re.compile(r"[A-Za-z_][\w-]*(?:\.[\w-]+|\[[^\]]*\])*")
 _SEGMENT = re.compile(r"\.?([\w-]+)|\[([^\]]*)\]")
-FUNCTIONS = {"min": min, "max": max, "mean": lambda *values: statistics.mean(values), "abs": abs}
+FUNCTIONS = {
+    "min": min,
+    "max": max,
+    "mean": lambda *values: statistics.mean(values),
+    "sd": lambda *values: statistics.stdev(values),  # the sample deviation, as the sweep report's tables give it
+    "abs": abs,
+}
 _NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd)
 _NODES += (ast.Constant, ast.Name, ast.Load, ast.Call)
 # a number as prose writes it: digits with thousands commas and a fraction, a sign only where it is
@@ -311,9 +321,18 @@ def evaluate(data, expression: str) -> float:
     return eval(compile(tree, "<figure>", "eval"), {"__builtins__": {}}, names)  # the nodes are checked above
 
 
+def _figure_data(paths: str) -> dict:
+    """The data a figure's expression reads: one results file's, or several (`a.json,b.json`) under
+    their names without `.json`."""
+    files = paths.split(",")
+    if len(files) == 1:
+        return _source(files[0])
+    return {Path(file).stem: _source(file) for file in files}
+
+
 def render_figure(path: str, expression: str, template: str) -> str:
-    """The figure's text: `template` (`{:.1f}x`) filled with `expression` over the results file `path`."""
-    return template.format(evaluate(_source(path), expression))
+    """The figure's text: `template` (`{:.1f}x`) filled with `expression` over the results file(s) `path`."""
+    return template.format(evaluate(_figure_data(path), expression))
 
 
 def _figure_pattern(template: str) -> re.Pattern:
