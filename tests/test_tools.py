@@ -259,3 +259,23 @@ def test_init_parts_names_an_unknown_variant_in_one_line(capsys):
 def test_init_parts_leaves_the_machines_run_folder_out_of_the_recorded_command():
     argv = ["configs/demo.yaml", "--work", "/scratch/runs", "--steps", "5", "--work=/elsewhere"]
     assert init_parts.recorded_arguments(argv) == ["configs/demo.yaml", "--steps", "5"]
+
+
+def test_data_stats_keeps_each_configs_figures_with_how_they_were_made(tmp_path):
+    from attnmt.config import load_config
+    from attnmt.data import build_data
+    from attnmt.stats import describe
+    from tools import data_stats
+
+    config = tmp_path / "reverse.yaml"
+    config.write_text("data:\n  corpus: reverse\n  synthetic_size: 200\n  batch_tokens: 300\n", encoding="utf-8")
+    out = tmp_path / "stats.json"
+    assert data_stats.main([str(config), "--json", str(out)]) == 0
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert results["command"] == f"python -m tools.data_stats {config} --json {out}"
+    assert results["machine"]["cpu"] and results["torch"] == torch.__version__
+    loaded = load_config(config)
+    expected = json.loads(json.dumps(describe(build_data(loaded.data), loaded.data, seed=loaded.train.seed)))
+    assert results["configs"] == {config.as_posix(): expected}
+    batching = expected["batching"]
+    assert 0.0 <= batching["padding_bucketed"] < batching["padding_random"] < 1.0
