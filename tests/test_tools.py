@@ -279,3 +279,13 @@ def test_data_stats_keeps_each_configs_figures_with_how_they_were_made(tmp_path)
     assert results["configs"] == {config.as_posix(): expected}
     batching = expected["batching"]
     assert 0.0 <= batching["padding_bucketed"] < batching["padding_random"] < 1.0
+
+
+def test_data_stats_names_a_missing_config_in_one_line(tmp_path, capsys):
+    from tools import data_stats
+
+    out = tmp_path / "stats.json"
+    assert data_stats.main([str(tmp_path / "missing.yaml"), "--json", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("tools.data_stats: error:") and "missing.yaml" in error and error.count("\n") == 1
+    assert not out.exists()

@@ -17,6 +17,7 @@ from pathlib import Path
 from attnmt.config import load_config
 from attnmt.data import build_data
 from attnmt.stats import describe
+from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, write_results
 
 
@@ -26,9 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("docs/results/data-stats.json"))
     args = parser.parse_args(argv)
     configs = {}
-    for path in args.configs:
-        config = load_config(path)
-        configs[path.as_posix()] = describe(build_data(config.data), config.data, seed=config.train.seed)
+    try:
+        for path in args.configs:
+            config = load_config(path)
+            configs[path.as_posix()] = describe(build_data(config.data), config.data, seed=config.train.seed)
+    except UserError as error:  # a missing or mistyped config, data that cannot be found
+        print(f"tools.data_stats: error: {error}", file=sys.stderr)
+        return 2
     write_results(args.json, {"machine": describe_machine("cpu"), "configs": configs}, "tools.data_stats", argv)
     print(f"wrote {args.json}")
     return 0
