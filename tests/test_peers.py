@@ -12,12 +12,14 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from attnmt.config import ModelConfig
 from attnmt.download import cache_root
@@ -26,12 +28,12 @@ from attnmt.utils import UserError
 from benchmarks.flops import flop_rates
 from benchmarks.peers import __main__ as peers_cli
 from benchmarks.peers.arithmetic import arithmetic
-from benchmarks.peers.attnmt_peer import Attnmt
+from benchmarks.peers.attnmt_peer import RECIPE_CONFIG, RECIPE_STEPS, Attnmt
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness, read_events, run_command, training_speed
 from benchmarks.peers.joeynmt import JoeyNMT
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
-from benchmarks.peers.opennmt import OpenNMT
+from benchmarks.peers.opennmt import RECIPE, OpenNMT, OpenNMTRecipe
 from benchmarks.peers.report import quality_curves, quality_rows, save_figure
 from benchmarks.peers.system import Command, PeerError, PeerSystem, Setup, run_pip
 from tests.test_corpora import SHARED_DATA, needs_multi30k
@@ -169,6 +171,33 @@ def test_the_attnmt_system_is_opennmt_pys_model():
         Attnmt(name="attnmt-transformer")
 
 
+def test_attnmt_recipe_is_the_luong_configs_model_and_schedule_on_the_shared_tokens(tmp_path):
+    """The own-recipe row trains configs/multi30k-en-de-luong.yaml's model, schedule and batch size,
+    read from the config, on the benchmark's word tokens; the cosine ends at the recipe's budget."""
+    shipped = yaml.safe_load(RECIPE_CONFIG.read_text(encoding="utf-8"))
+    system, setup = Attnmt(name="attnmt-recipe"), Setup(data_dir=Path("unused"))
+    config = system.config(setup, tmp_path, steps=None, max_minutes=50.0, save_every=250)
+    assert config["model"] == shipped["model"] and ModelConfig(**config["model"]).tie_embeddings
+    for key in ("lr", "lr_schedule", "warmup_steps", "min_lr", "label_smoothing"):
+        assert config["train"][key] == shipped["train"][key], key
+    assert config["train"]["max_steps"] == RECIPE_STEPS and config["train"]["max_minutes"] == 50.0
+    assert config["data"]["batch_tokens"] == shipped["data"]["batch_tokens"]
+    assert config["data"]["max_batch_sentences"] is None and config["data"]["tokenizer"] == "word"
+    assert system.config(setup, tmp_path, steps=7, max_minutes=None, save_every=250)["train"]["max_steps"] == 7
+    # the Setup's own attnmt row keeps the Setup's optimizer
+    plain = Attnmt(name="attnmt").config(setup, tmp_path, steps=None, max_minutes=50.0, save_every=250)
+    assert plain["train"]["lr_schedule"] == "constant" and plain["data"]["max_batch_sentences"] == 64
+
+
+def test_a_race_of_own_recipes_has_its_own_results_file_and_is_never_mixed(capsys):
+    assert peers_cli.default_results("quality", ["attnmt", "opennmt-py"]).name == "peers-quality-identical.json"
+    assert peers_cli.default_results("quality", peers_cli.RECIPES).name == "peers-quality-recipes.json"
+    assert peers_cli.parse_args(["quality"]).systems == ["attnmt", "attnmt-bahdanau", "opennmt-py", "joeynmt"]
+    with pytest.raises(SystemExit) as exited:
+        peers_cli.parse_args(["quality", "--systems", "attnmt,opennmt-py-recipe"])
+    assert exited.value.code == 2 and "not both" in capsys.readouterr().err
+
+
 def test_a_system_that_cannot_install_is_one_line_and_the_others_are_still_measured(setup, tmp_path):
     harness = Harness(setup, [StandIn("a"), StandIn("broken", fail_install=True)], tmp_path / "w", say=lambda _: None)
     harness.install()
@@ -252,7 +281,8 @@ def test_unknown_system_names_list_the_valid_ones(capsys):
         peers_cli.parse_args(["speed", "--systems", "attnmt,fairseq"])
     assert exited.value.code == 2
     assert (
-        "unknown system fairseq; valid names: attnmt, attnmt-bahdanau, opennmt-py, joeynmt" in capsys.readouterr().err
+        "unknown system fairseq; valid names: attnmt, attnmt-bahdanau, opennmt-py, joeynmt, attnmt-recipe, "
+        "opennmt-py-recipe" in capsys.readouterr().err
     )
 
 
@@ -303,6 +333,7 @@ PEERS = {
     ),
     "joeynmt": PeerFacts(JoeyNMT, r"Epoch +\d+, total training loss: ([\d.]+),", ("model_state",)),
 }
+RECIPE_PEERS = {"opennmt-py-recipe": OpenNMTRecipe}
 
 
 def write_tiny_task(folder: Path) -> Path:
@@ -324,9 +355,9 @@ def write_tiny_task(folder: Path) -> Path:
 
 def installed_peer(name: str, setup: Setup) -> tuple[Harness, PeerSystem]:
     """The peer from the environment the benchmark installed it into, or a skip (a failure under CI)."""
-    system = PEERS[name].system()
+    system = RECIPE_PEERS[name]() if name in RECIPE_PEERS else PEERS[name].system()
     work = cache_root() / "peers"
-    if not (work / "envs" / f"{system.name}-{system.version}").is_dir():  # the harness's layout
+    if not (work / "envs" / system.environment()).is_dir():  # the harness's layout
         reason = f"{system.name} {system.version} is not installed in {work / 'envs'} (.ci/run shows how)"
         if os.environ.get("CI"):
             pytest.fail(f"CI must test the {system.name} probe: {reason}")
@@ -391,6 +422,51 @@ def test_a_peer_trains_and_translates_through_its_probe(name, tmp_path):
         assert 0 <= focus["mean_weight_first"] <= 1 and 0 < focus["uniform_weight"] <= 1
     else:
         assert "attention_focus" not in focused
+
+
+# OpenNMT-py's own defaults that the recipe writes under another name or changes on purpose
+RECIPE_DEFAULT_NAMES = {"hidden_size": "enc_hid_size", "word_vec_size": "src_word_vec_size"}
+RECIPE_CHANGES = {"share_decoder_embeddings": True}
+DEFAULTS_SCRIPT = """
+import json
+from onmt.opts import train_opts
+from onmt.utils.parse import ArgumentParser
+parser = ArgumentParser()
+train_opts(parser)
+print(json.dumps({action.dest: action.default for action in parser._actions if action.dest != "help"}))
+"""
+
+
+def test_opennmt_recipe_is_its_documented_multi30k_example_with_shared_decoder_embeddings(tmp_path):
+    """The documented Multi30k example trains with OpenNMT-py's defaults: the recipe's options are
+    the installed release's defaults, but for the one change it makes; its model has the
+    parameter count the arithmetic's shapes give."""
+    setup = Setup(data_dir=write_tiny_task(tmp_path / "data"), threads=1)
+    harness, system = installed_peer("opennmt-py-recipe", setup)
+    done = subprocess.run(
+        [str(harness.pythons[system.name].absolute()), "-c", DEFAULTS_SCRIPT], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    defaults = json.loads(done.stdout.splitlines()[-1])
+    for key, value in RECIPE.items():
+        expected = RECIPE_CHANGES.get(key, defaults[RECIPE_DEFAULT_NAMES.get(key, key)])
+        assert value == expected, (key, value, expected)
+    assert (
+        defaults["dec_hid_size"] == defaults["enc_hid_size"]
+        and defaults["tgt_word_vec_size"] == RECIPE["word_vec_size"]
+    )
+
+    work = tmp_path / "recipe"
+    _, events = harness.train(system, work, steps=2, max_minutes=None, save_every=2)
+    train_yaml = (work / "train.yaml").read_text(encoding="utf-8")
+    assert 'optim: "sgd"' in train_yaml and "share_decoder_embeddings: true" in train_yaml
+    # every type of the tiny task is seen at least twice, so kept; four specials per side
+    source_types, target_types = (
+        len(set((setup.data_dir / f"train.{lang}").read_text().split())) for lang in ["en", "de"]
+    )
+    shapes = system.arithmetic_shapes(setup)
+    expected = sum(p.numel() for p in build_model(shapes, source_types + 4, target_types + 4).parameters())
+    assert events.parameters == pytest.approx(expected, rel=0.01), (events.parameters, expected)
 
 
 BAD_COUNTS = [["speed", "--repeats", "0"], ["speed", "--warmup", "0"], ["quality", "--save-every", "x"]]

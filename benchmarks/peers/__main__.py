@@ -3,6 +3,7 @@
     python -m benchmarks.peers speed   [--systems attnmt,attnmt-bahdanau,opennmt-py,joeynmt] [--repeats 5]
                                        [--steps 60] [--warmup 10] [--decode-updates 1000]
     python -m benchmarks.peers quality [--systems ...] [--minutes 50] [--save-every 250] [--seeds 1,2]
+    python -m benchmarks.peers quality --systems attnmt-recipe,opennmt-py-recipe   # each its own recipe
     common: [--work DIR] [--data-dir DIR] [--threads 2] [--json OUT]
     python -m benchmarks.peers markdown RESULTS.json   # the tables README and docs quote
 
@@ -10,6 +11,11 @@ Each peer is installed once, pinned, into its own virtual environment under the 
 (default: the attnmt cache's `peers/`); that needs the network the first time. A system that
 cannot be installed or run is reported in one line and left out; the others are still
 measured and the exit code is 2.
+
+A quality race is either of the Setup's systems (one model size, optimizer and batch size for
+all; by default into docs/results/peers-quality-identical.json) or of the systems that train
+their own recipe (`*-recipe`, into docs/results/peers-quality-recipes.json), never both: the
+two answer different questions.
 """
 
 from __future__ import annotations
@@ -40,10 +46,14 @@ SYSTEMS = {
     "attnmt-bahdanau": ("benchmarks.peers.attnmt_peer", "Attnmt"),
     "opennmt-py": ("benchmarks.peers.opennmt", "OpenNMT"),
     "joeynmt": ("benchmarks.peers.joeynmt", "JoeyNMT"),
+    "attnmt-recipe": ("benchmarks.peers.attnmt_peer", "Attnmt"),
+    "opennmt-py-recipe": ("benchmarks.peers.opennmt", "OpenNMTRecipe"),
 }
+RECIPES = [name for name in SYSTEMS if name.endswith("-recipe")]
 DEFAULT_JSON = {
     "speed": Path("benchmarks/results/peers-speed.json"),
     "quality": Path("docs/results/peers-quality-identical.json"),
+    "quality-recipes": Path("docs/results/peers-quality-recipes.json"),
 }
 
 
@@ -88,6 +98,11 @@ def finished_runs(path: Path, results: dict, options: QualityOptions) -> dict:
     return earlier["systems"]
 
 
+def default_results(mode: str, systems: list[str]) -> Path:
+    """Where a run's results go without --json: a race of own recipes has a file of its own."""
+    return DEFAULT_JSON["quality-recipes" if mode == "quality" and systems[0] in RECIPES else mode]
+
+
 def build_system(name: str, data_dir: str | None) -> PeerSystem:
     module, cls = SYSTEMS[name]
     system_class = getattr(importlib.import_module(module), cls)
@@ -116,12 +131,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     markdown_parser = modes.add_parser("markdown", help="print a results file's tables as Markdown")
     markdown_parser.add_argument("results", type=Path)
     for sub in (speed_parser, quality_parser):
-        sub.add_argument("--systems", type=system_names, default=list(SYSTEMS), help=f"of {', '.join(SYSTEMS)}")
+        sub.add_argument(
+            "--systems",
+            type=system_names,
+            default=[name for name in SYSTEMS if name not in RECIPES],
+            help=f"of {', '.join(SYSTEMS)}",
+        )
         sub.add_argument("--work", type=Path, default=None, help="work folder (default: the cache's peers/)")
         sub.add_argument("--data-dir", default=None, help="Multi30k folder (default: $ATTNMT_DATA, then the cache)")
         sub.add_argument("--threads", type=positive_int, default=Setup.threads, help="threads of every system")
         sub.add_argument("--json", type=Path, default=None, help="results file")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.mode == "quality" and 0 < len(set(args.systems) & set(RECIPES)) < len(args.systems):
+        parser.error(
+            f"a quality race is of the Setup's systems or of the own-recipe systems ({', '.join(RECIPES)}), "
+            "not both: race them separately"
+        )
+    return args
 
 
 def print_markdown(path: Path) -> int:
@@ -156,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {**describe_machine(torch.device("cpu")), "threads": setup.threads},
         "setup": {**setup.describe(), "data_dir": "multi30k en-de, lowercased word tokens (benchmarks/peers/data.py)"},
     }
-    path = args.json or DEFAULT_JSON[args.mode]
+    path = args.json or default_results(args.mode, args.systems)
     if args.mode == "speed":
         results.update(speed(harness, SpeedOptions(args.repeats, args.warmup, args.steps, args.decode_updates)))
     else:

@@ -121,7 +121,7 @@ class Harness:
         for system in list(self.systems):
             self.say(f"{system.name} {system.version}: installing (once)")
             try:
-                self.pythons[system.name] = system.install(self.work / "envs" / f"{system.name}-{system.version}")
+                self.pythons[system.name] = system.install(self.work / "envs" / system.environment())
             except PeerError as error:
                 self.drop(system, error)
 

@@ -1,4 +1,6 @@
-"""OpenNMT-py 3.5.1 as a peer: its RNN encoder-decoder with Bahdanau (MLP) attention.
+"""OpenNMT-py 3.5.1 as a peer, as two systems: `opennmt-py`, its RNN encoder-decoder with
+Bahdanau (MLP) attention at the Setup's sizes and optimizer, and `opennmt-py-recipe`, the recipe
+its own documentation gives for Multi30k.
 
 OpenNMT-py 3.5.1 declares torch<2.3, but its RNN path runs unchanged on torch 2.13.0, which the
 benchmark pins for every system so that speed compares toolkits, not torch builds: it is
@@ -94,8 +96,12 @@ class OpenNMT(PeerSystem):
     def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
         return input_feeding_mlp_shapes(setup, bridge="copy")
 
+    def train_options(self, setup: Setup, work: Path) -> dict:
+        """Everything but train_steps and save_checkpoint_steps, which the probe gets per run."""
+        return {**_data_options(setup, work), **_setup_model_options(setup)}
+
     def prepare(self, setup: Setup, work: Path, python: Path) -> None:
-        if 2 * setup.encoder_hidden != setup.decoder_hidden:
+        if not self.own_recipe and 2 * setup.encoder_hidden != setup.decoder_hidden:
             # One hidden_size: brnn halves it per direction, and the attention needs both equal.
             raise PeerError(
                 f"{self.name}: needs decoder_hidden = 2 x encoder_hidden, got {setup.decoder_hidden} "
@@ -105,7 +111,7 @@ class OpenNMT(PeerSystem):
         work.mkdir(parents=True, exist_ok=True)
         _write_yaml(work / "build_vocab.yaml", _vocab_options(setup, work))
         _build_vocab(python, work)
-        _write_yaml(work / "train.yaml", _train_options(setup, work))
+        _write_yaml(work / "train.yaml", self.train_options(setup, work))
 
     def train_command(
         self,
@@ -205,8 +211,87 @@ def _vocab_options(setup: Setup, work: Path) -> dict:
     }
 
 
-def _train_options(setup: Setup, work: Path) -> dict:
-    """Everything but train_steps and save_checkpoint_steps, which the probe gets per run."""
+class OpenNMTRecipe(OpenNMT):
+    """OpenNMT-py's own recipe for Multi30k: the model and optimizer of its documentation's
+    Multi30k example, which trains with OpenNMT-py's defaults (`onmt_train -data
+    data/multi30k.atok.low -save_model multi30k_model`), with the decoder's input and output
+    embeddings shared, as its `share_decoder_embeddings` option allows when they have the RNN's
+    size. The defaults are written out (RECIPE), so that a later release changing one cannot
+    change the recipe; `tests/test_peers.py` checks them against the installed release's."""
+
+    name = "opennmt-py-recipe"
+    own_recipe = True
+    architecture_notes = (
+        "OpenNMT-py 3.5.1 with the recipe of its documentation's Multi30k example (OpenNMT-py's "
+        "defaults): encoder_type rnn, a unidirectional 2-layer LSTM of 500, word_vec_size 500; "
+        "InputFeedRNNDecoder, a 2-layer LSTM of 500 starting from the encoder's final states, "
+        "global_attention general, input feeding; share_decoder_embeddings (the generator reads the "
+        "target embeddings; the one change from the example, as the two have the same size); dropout "
+        "0.3; param_init 0.1; SGD, learning rate 1.0 (halved every 10,000 updates from update "
+        "50,000, which a 50-minute race does not reach), max_grad_norm 5; no label smoothing; "
+        "batches of 64 sentences, loss normalized per sentence. Same word tokens and vocabulary "
+        "threshold as every system; decoding as for opennmt-py."
+    )
+
+    def environment(self) -> str:
+        return OpenNMT().environment()  # the same installed package
+
+    def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
+        # OpenNMT's general score transforms the query (per target token) where attnmt's formula
+        # transforms the keys (per source token): the same products, counted on the other side.
+        return ModelConfig(
+            rnn="lstm",
+            embedding_size=RECIPE["word_vec_size"],
+            encoder_hidden=RECIPE["hidden_size"],
+            encoder_layers=RECIPE["enc_layers"],
+            bidirectional=False,
+            decoder_hidden=RECIPE["hidden_size"],
+            decoder_layers=RECIPE["dec_layers"],
+            attention="general",
+            decoder="luong",
+            input_feeding=True,
+            bridge="copy",
+            tie_embeddings=True,
+        )
+
+    def train_options(self, setup: Setup, work: Path) -> dict:
+        return {**_data_options(setup, work), **RECIPE}
+
+
+# OpenNMT-py 3.5.1's defaults for the options that make its documented Multi30k recipe, plus
+# shared decoder embeddings. Not taken from the Setup: a recipe has its own sizes and optimizer.
+RECIPE = {
+    "encoder_type": "rnn",
+    "decoder_type": "rnn",
+    "rnn_type": "LSTM",
+    "enc_layers": 2,
+    "dec_layers": 2,
+    "hidden_size": 500,
+    "word_vec_size": 500,
+    "global_attention": "general",
+    "input_feed": 1,
+    "bridge": False,
+    "share_decoder_embeddings": True,
+    "dropout": [0.3],
+    "param_init": 0.1,
+    "param_init_glorot": False,
+    "optim": "sgd",
+    "learning_rate": 1.0,
+    "learning_rate_decay": 0.5,
+    "start_decay_steps": 50000,
+    "decay_steps": 10000,
+    "decay_method": "none",
+    "max_grad_norm": 5.0,
+    "label_smoothing": 0.0,
+    "normalization": "sents",
+    "accum_count": [1],
+    "batch_type": "sents",
+    "batch_size": 64,
+}
+
+
+def _data_options(setup: Setup, work: Path) -> dict:
+    """The corpus, vocabularies, checkpoints, seed and batching every OpenNMT-py system shares."""
     training_lines = _count_lines(setup.file("train", setup.src_lang))
     return {
         "data": _corpus(setup),  # no `valid` corpus: no in-training validation
@@ -220,6 +305,15 @@ def _train_options(setup: Setup, work: Path) -> dict:
         "save_model": str(work / "checkpoints" / "model"),
         "keep_checkpoint": -1,
         "seed": setup.seed,
+        "bucket_size": training_lines,  # one epoch per bucket (the default is 262,144 examples)
+        "num_workers": 0,  # batches made in the training process: no loader processes
+        "report_every": 50,
+    }
+
+
+def _setup_model_options(setup: Setup) -> dict:
+    """The Setup's model, optimizer and batches in OpenNMT-py's options."""
+    return {
         # model
         "encoder_type": "brnn",
         "decoder_type": "rnn",
@@ -243,9 +337,6 @@ def _train_options(setup: Setup, work: Path) -> dict:
         # data
         "batch_type": "sents",
         "batch_size": setup.batch_sentences,
-        "bucket_size": training_lines,  # one epoch per bucket (the default is 262,144 examples)
-        "num_workers": 0,  # batches made in the training process: no loader processes
-        "report_every": 50,
     }
 
 

@@ -89,6 +89,13 @@ class PeerSystem(ABC):
     source_extra_tokens: int = 0  # tokens the system adds to every source sentence (JoeyNMT: </s>)
     # Whether its probe can report where the attention goes (`translate_command`'s attention_focus).
     measures_attention: bool = False
+    # Whether it trains its own recipe (its own sizes, optimizer, schedule and batches) instead of
+    # the Setup's: such systems race each other, never the Setup's systems (`modes.quality`).
+    own_recipe: bool = False
+
+    def environment(self) -> str:
+        """The folder name of its virtual environment: one per installed package version."""
+        return f"{self.name}-{self.version}"
 
     @abstractmethod
     def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
