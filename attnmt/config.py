@@ -38,7 +38,11 @@ class DataConfig(_Section):
     src_lang: str = "en"
     tgt_lang: str = "fr"
     data_dir: str | None = Field(None, description="local corpus folder; else $ATTNMT_DATA, the cache, then download")
-    train: str | None = None
+    train: str | None = Field(
+        None,
+        description="files: the training path prefix; tsv: the training file; tatoeba-eng-fra, multi30k: a "
+        "path prefix whose pairs replace the corpus's training pairs (a distilled corpus); valid and test stay",
+    )
     valid: str | None = None
     test: str | None = None
     valid_split: str = Field("val", description="multi30k split used for validation")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from attnmt import synthetic
 from attnmt.config import DataConfig
+from attnmt.distilled import check_student
 from attnmt.download import locate
 from attnmt.textfiles import read_input, read_lines
 from attnmt.tokenize import WordTokenizer
@@ -261,9 +262,14 @@ def _assemble(
     valid: list[tuple[str, str]] | None,
     test: list[tuple[str, str]] | None,
     attribution: str | None,
+    *,
+    replaced_by: list[tuple[str, str]] | None = None,
 ) -> CorpusSplits:
-    """Subset, split off missing valid/test by source, filter training pairs."""
-    raw_pairs = len(train)
+    """Subset, split off missing valid/test by source, filter training pairs. `replaced_by`:
+    training pairs that take the place of the corpus's own (`data.train` given with a built-in
+    corpus, such as a distilled one); the corpus still gives valid and test, split off as
+    usual, and a replacing pair whose source is held out there is dropped."""
+    raw_pairs = len(train if replaced_by is None else replaced_by)
     if raw_pairs == 0:
         raise UserError(f"data.train: the training data of {cfg.corpus} is empty")
     if cfg.subset == "short":
@@ -274,6 +280,14 @@ def _assemble(
         test_size=cfg.test_size if test is None else 0,
         seed=cfg.split_seed,
     )
+    if replaced_by is not None:
+        held_out = {example.src for example in (valid_examples or []) + (test_examples or [])}
+        if valid is not None:
+            held_out |= {src for src, _ in valid}
+        if test is not None:
+            held_out |= {src for src, _ in test}
+        replaced_by = _short_pairs(replaced_by, cfg) if cfg.subset == "short" else replaced_by
+        train = [(src, tgt) for src, tgt in replaced_by if src not in held_out]
     if valid is not None:
         valid_examples = [Example(src, (tgt,)) for src, tgt in valid]
     if test is not None:
@@ -294,12 +308,21 @@ def _check_direction(corpus: str, cfg: DataConfig, languages: tuple[str, ...]) -
     raise UserError(f"data.src_lang/tgt_lang: {corpus} has no {cfg.src_lang}-{cfg.tgt_lang} pair; known pairs: {known}")
 
 
+def _replacing_train(cfg: DataConfig) -> list[tuple[str, str]] | None:
+    """The pairs `data.train` gives a built-in corpus in place of its own training pairs (a
+    distilled corpus, say: `attnmt distill`), or None when it gives none."""
+    if cfg.train is None:
+        return None
+    check_student(cfg.train, cfg.src_lang, cfg.tgt_lang)
+    return _read_prefix(cfg.train, "train", cfg)
+
+
 def _load_tatoeba(cfg: DataConfig, data_dir: str | None) -> CorpusSplits:
     _check_direction("tatoeba-eng-fra", cfg, TATOEBA_LANGUAGES)
     pairs = read_tsv(locate("tatoeba-eng-fra/fra.txt.gz", data_dir))
     if cfg.src_lang == "fr":
         pairs = [(fr, en) for en, fr in pairs]
-    return _assemble(cfg, pairs, None, None, TATOEBA_ATTRIBUTION)
+    return _assemble(cfg, pairs, None, None, TATOEBA_ATTRIBUTION, replaced_by=_replacing_train(cfg))
 
 
 def _check_multi30k_split(split: str, key: str, cfg: DataConfig) -> None:
@@ -322,8 +345,10 @@ def _load_multi30k(cfg: DataConfig, data_dir: str | None) -> CorpusSplits:
             locate(f"multi30k/{split}.{cfg.tgt_lang}.gz", data_dir),
         )
 
-    train, valid, test = read_split("train"), read_split(cfg.valid_split), read_split(cfg.test_split)
-    return _assemble(cfg, train, valid, test, MULTI30K_ATTRIBUTION)
+    replacement = _replacing_train(cfg)
+    train = read_split("train") if replacement is None else []
+    valid, test = read_split(cfg.valid_split), read_split(cfg.test_split)
+    return _assemble(cfg, train, valid, test, MULTI30K_ATTRIBUTION, replaced_by=replacement)
 
 
 def _read_prefix(prefix: str, key: str, cfg: DataConfig) -> list[tuple[str, str]]:
@@ -359,11 +384,18 @@ def _load_user_data(cfg: DataConfig) -> CorpusSplits:
             return None
         return _read_prefix(path, key, cfg) if cfg.corpus == "files" else read_tsv(path)
 
+    if cfg.corpus == "files":
+        check_student(cfg.train, cfg.src_lang, cfg.tgt_lang)
+
     return _assemble(cfg, read(cfg.train, "train"), read(cfg.valid, "valid"), read(cfg.test, "test"), None)
 
 
 def _load_synthetic(cfg: DataConfig) -> CorpusSplits:
     """Generated splits; seeds 3*split_seed + {0, 1, 2} keep them distinct for every split_seed."""
+    if cfg.train is not None:
+        raise UserError(
+            f"synthetic task {cfg.corpus} generates its training data; remove data.train", field="data.train"
+        )
 
     def generate(n: int, offset: int) -> list[tuple[str, str]]:
         return synthetic.generate(cfg.corpus, n, max_len=cfg.synthetic_max_len, seed=3 * cfg.split_seed + offset)

@@ -207,6 +207,9 @@ class TextCodec:
     def encode_source(self, text: str) -> list[int]:
         return self.src_vocab.encode(self.src_tokenizer.tokenize(text))
 
+    def encode_target(self, text: str) -> list[int]:
+        return self.tgt_vocab.encode(self.tgt_tokenizer.tokenize(text))
+
     def target_tokens(self, ids: Sequence[int]) -> list[str]:
         return self.tgt_vocab.decode(ids)
 

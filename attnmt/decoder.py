@@ -176,6 +176,21 @@ def _sampled_forward(decoder, tgt_in, state, source, *, teacher_forcing_ratio, g
     return torch.stack(all_logits, dim=1), torch.stack(all_weights, dim=1)  # (B, T, V), (B, T, S)
 
 
+def output_logits(layer: nn.Module, inputs: torch.Tensor, vocabulary: torch.Tensor | None) -> torch.Tensor:
+    """The output layer `layer` on inputs (..., E): logits (..., V), or with `vocabulary` (V',)
+    target ids those rows of it only, (..., V'): a shortlist computes V' rows instead of V.
+    A dynamically quantized layer (int8) gives its rows as float32, dequantized once and kept."""
+    if vocabulary is None:
+        return layer(inputs)
+    if callable(layer.weight):  # torch.ao's dynamic quantized Linear: weight() and bias() are methods
+        if getattr(layer, "_float_rows", None) is None:
+            layer._float_rows = (layer.weight().dequantize(), layer.bias())
+        weight, bias = layer._float_rows
+    else:
+        weight, bias = layer.weight, layer.bias
+    return F.linear(inputs, weight.index_select(0, vocabulary), bias.index_select(0, vocabulary))
+
+
 class Bridge(nn.Module):
     """The decoder's initial hidden state from the encoder's final one (L_enc, B, H_enc) -> (L, B, H).
 
@@ -265,20 +280,24 @@ class BahdanauDecoder(nn.Module):
         hidden, cell = _rnn_step(self.rnn, gates, state.hidden, state.cell)
         return DecoderState(hidden, cell, None), context, weights
 
-    def _readout(self, top: torch.Tensor, context: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
-        """[s_t; c_t; E y_{t-1}] (B, [T,] H + H_k + E) -> logits (B, [T,] V)."""
+    def _readout(
+        self, top: torch.Tensor, context: torch.Tensor, embedded: torch.Tensor, vocabulary: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """[s_t; c_t; E y_{t-1}] (B, [T,] H + H_k + E) -> logits (B, [T,] V), or (B, [T,] V') of
+        the target ids `vocabulary` (V',) only."""
         pre_output = self.pre_output(torch.cat([top, context, embedded], dim=-1))  # (B, [T,] 2E)
         maxout = pre_output.unflatten(-1, (self.embedding_size, 2)).amax(dim=-1)  # (B, [T,] E)
-        return self.output(self.dropout(maxout))
+        return output_logits(self.output, self.dropout(maxout), vocabulary)
 
-    def step(self, prev_tokens, state, source: EncoderOutput):
-        """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S))."""
+    def step(self, prev_tokens, state, source: EncoderOutput, vocabulary: torch.Tensor | None = None):
+        """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S)); with
+        `vocabulary` (V',) target ids, the logits (B, V') of those only."""
         assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
         embedding_weight, context_weight = _split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, G)
         state, context, weights = self._recur(input_gates, context_weight, state, source)
-        return self._readout(state.hidden[-1], context, embedded), state, weights
+        return self._readout(state.hidden[-1], context, embedded, vocabulary), state, weights
 
     def forward(self, tgt_in, state, source: EncoderOutput, *, teacher_forcing_ratio=1.0, generator=None):
         """tgt_in (B, T) long -> (logits (B, T, V), attention weights (B, T, S))."""
@@ -369,21 +388,22 @@ class LuongDecoder(nn.Module):
         attentional, weights = self._attend(hidden[-1], source)
         return DecoderState(hidden, cell, attentional if self.input_feeding else None), attentional, weights
 
-    def _readout(self, attentional: torch.Tensor) -> torch.Tensor:
-        """h~ (B, [T,] H) -> logits (B, [T,] V)."""
+    def _readout(self, attentional: torch.Tensor, vocabulary: torch.Tensor | None = None) -> torch.Tensor:
+        """h~ (B, [T,] H) -> logits (B, [T,] V), or (B, [T,] V') of the target ids `vocabulary` (V',) only."""
         attentional = self.dropout(attentional)
         if self.to_embedding is not None:
             attentional = self.to_embedding(attentional)  # (B, [T,] E)
-        return self.output(attentional)
+        return output_logits(self.output, attentional, vocabulary)
 
-    def step(self, prev_tokens, state, source: EncoderOutput):
-        """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S))."""
+    def step(self, prev_tokens, state, source: EncoderOutput, vocabulary: torch.Tensor | None = None):
+        """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S)); with
+        `vocabulary` (V',) target ids, the logits (B, V') of those only."""
         assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
         embedding_weight, feed_weight = _split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, G)
         state, attentional, weights = self._recur(input_gates, feed_weight, state, source)
-        return self._readout(attentional), state, weights
+        return self._readout(attentional, vocabulary), state, weights
 
     def forward(self, tgt_in, state, source: EncoderOutput, *, teacher_forcing_ratio=1.0, generator=None):
         """tgt_in (B, T) long -> (logits (B, T, V), attention weights (B, T, S))."""

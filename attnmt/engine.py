@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from attnmt.decoder import DecoderState, EncoderOutput
-from attnmt.export import Export, read_export
+from attnmt.export import GRAPHS, SHORTLIST_STEP, Export, read_export
 from attnmt.utils import UserError
 
 
@@ -47,7 +47,8 @@ class OnnxModel:
             raise UserError("the onnxruntime engine needs onnxruntime: pip install 'attnmt[onnx]'") from None
         self.export: Export = read_export(directory)
         threads = threads or torch.get_num_threads()
-        self.sessions = {name: _session(self.export.graph(name), threads) for name in ("encoder", "init", "step")}
+        graphs = [name for name in (*GRAPHS, SHORTLIST_STEP) if name in self.export.manifest["graphs"]]
+        self.sessions = {name: _session(self.export.graph(name), threads) for name in graphs}
         self.state_names = self.export.state_names
 
     def _run(self, name: str, inputs: list[np.ndarray]) -> list[torch.Tensor]:
@@ -68,10 +69,27 @@ class OnnxModel:
         return self._state(self._run("init", _arrays([encoder_output.final_hidden])))
 
     def next_log_probs(
-        self, prev_tokens: torch.Tensor, state: DecoderState, encoder_output: EncoderOutput
+        self,
+        prev_tokens: torch.Tensor,
+        state: DecoderState,
+        encoder_output: EncoderOutput,
+        vocabulary: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        """prev_tokens (B,) long -> (log-probabilities (B, V) float32, new state, attention (B, S))."""
+        """prev_tokens (B,) long -> (log-probabilities (B, V) float32, new state, attention (B, S));
+        with `vocabulary` (V',) target ids, the distribution (B, V') over those only.
+
+        The export's restricted step graph computes those rows of the output layer only. An export
+        without one (made before its run had a shortlist) computes every row, and the restricted
+        distribution is renormalized from them (log_softmax of a subset of logits equals that
+        subset of the log-probabilities minus its logsumexp): the same output, without the saving.
+        """
         source = (encoder_output.memory, encoder_output.projected_keys, encoder_output.mask)
         state_parts = [getattr(state, name) for name in self.state_names]
+        if vocabulary is not None and SHORTLIST_STEP in self.sessions:
+            inputs = _arrays((prev_tokens, vocabulary.cpu(), *source, *state_parts))
+            log_probs, attention, *new_state = self._run(SHORTLIST_STEP, inputs)
+            return log_probs, self._state(new_state), attention
         log_probs, attention, *new_state = self._run("step", _arrays((prev_tokens, *source, *state_parts)))
+        if vocabulary is not None:
+            log_probs = torch.log_softmax(log_probs.index_select(1, vocabulary), dim=-1)
         return log_probs, self._state(new_state), attention

@@ -56,12 +56,19 @@ class Ensemble:
         )
 
     def next_log_probs(
-        self, prev_tokens: torch.Tensor, state: _PerMember, encoder_output: _PerMember
+        self,
+        prev_tokens: torch.Tensor,
+        state: _PerMember,
+        encoder_output: _PerMember,
+        vocabulary: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, _PerMember, torch.Tensor]:
-        """prev_tokens (B,) -> (mean log-probabilities (B, V) float32, new states, attention (B, S))."""
+        """prev_tokens (B,) -> (mean log-probabilities (B, V) float32, new states, attention (B, S));
+        with `vocabulary` (V',) target ids, every member's distribution over those only, averaged."""
         log_probs, states, weights = [], [], []
         for member, member_state, encoded in zip(self.members, state, encoder_output, strict=True):
-            member_log_probs, member_state, member_weights = member.next_log_probs(prev_tokens, member_state, encoded)
+            member_log_probs, member_state, member_weights = member.next_log_probs(
+                prev_tokens, member_state, encoded, vocabulary
+            )
             log_probs.append(member_log_probs.float())
             states.append(member_state)
             weights.append(member_weights.float())

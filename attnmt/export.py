@@ -9,6 +9,10 @@ encode, init_state, next_log_probs), so the same greedy and beam search drive th
     step.onnx     prev_tokens (B,) int64, memory, projected_keys, mask, hidden [, cell] [, feed]
                   -> log_probs (B, V) float32, attention (B, S), hidden [, cell] [, feed]
 
+A run with a vocabulary shortlist (`attnmt shortlist`) also gets `step_shortlist.onnx`, the
+step with a second input `vocabulary` (V',) int64 of sorted target ids, whose `log_probs` are
+(B, V'), and its `shortlist.safetensors`.
+
 `projected_keys` is what the attention's `project_keys` makes of the memory: (B, S, A) for
 additive, (B, S, H) for dot and general, (B, H_enc) (the fixed context) for none. `cell` exists
 for LSTMs, `feed` for Luong decoders with input feeding. Beside the graphs: the run's
@@ -42,11 +46,15 @@ from torch import nn
 from attnmt.checkpoint import load_trained
 from attnmt.decoder import DecoderState, EncoderOutput
 from attnmt.model import Seq2Seq
+from attnmt.shortlist import FILENAME as SHORTLIST_FILE
 from attnmt.utils import UserError, atomic_folder, naming_file, replace_folder
 
 FORMAT = 1
 MANIFEST = "manifest.json"
 GRAPHS = ("encoder", "init", "step")
+# The step over a shortlist's target ids only, exported beside the others when the run has a
+# shortlist (`attnmt shortlist`): its output layer computes V' rows, not V.
+SHORTLIST_STEP = "step_shortlist"
 OPSET = 18
 # Shapes of the example batch the graphs are traced with: B and S dynamic, chosen unlike any
 # layer count so that no static size is mistaken for them.
@@ -120,12 +128,22 @@ class _Step(nn.Module):
         super().__init__()
         self.model, self.state_names = model, state_names
 
-    def forward(self, prev_tokens, memory, projected_keys, mask, *state):
+    def step(self, prev_tokens, memory, projected_keys, mask, state, vocabulary=None):
         parts = dict(zip(self.state_names, state, strict=True))
         decoder_state = DecoderState(parts["hidden"], parts.get("cell"), parts.get("feed"))
         source = EncoderOutput(memory, mask, projected_keys, memory.new_zeros(0))
-        log_probs, new_state, attention = self.model.next_log_probs(prev_tokens, decoder_state, source)
+        log_probs, new_state, attention = self.model.next_log_probs(prev_tokens, decoder_state, source, vocabulary)
         return (log_probs, attention, *(part for part in new_state if part is not None))
+
+    def forward(self, prev_tokens, memory, projected_keys, mask, *state):
+        return self.step(prev_tokens, memory, projected_keys, mask, state)
+
+
+class _ShortlistStep(_Step):
+    """One decoder step over the target ids `vocabulary` (V',) only: log-probabilities (B, V')."""
+
+    def forward(self, prev_tokens, vocabulary, memory, projected_keys, mask, *state):
+        return self.step(prev_tokens, memory, projected_keys, mask, state, vocabulary)
 
 
 @dataclass(frozen=True)
@@ -188,7 +206,7 @@ def temporary_export(path: str | Path, which: str = "best") -> Iterator[Path]:
 
 def _run_files(run_dir: Path) -> list[Path]:
     """What translation reads from a run directory besides the weights."""
-    names = ["config.yaml", "src.vocab.json", "tgt.vocab.json", "src.spm.model", "tgt.spm.model"]
+    names = ["config.yaml", "src.vocab.json", "tgt.vocab.json", "src.spm.model", "tgt.spm.model", SHORTLIST_FILE]
     return [run_dir / name for name in names if (run_dir / name).is_file()]
 
 
@@ -199,6 +217,10 @@ def _graph_io(state: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:
         "init": {"inputs": ["final_hidden"], "outputs": list(state)},
         "step": {
             "inputs": ["prev_tokens", "memory", "projected_keys", "mask", *state],
+            "outputs": ["log_probs", "attention", *(f"new_{name}" for name in state)],
+        },
+        SHORTLIST_STEP: {
+            "inputs": ["prev_tokens", "vocabulary", "memory", "projected_keys", "mask", *state],
             "outputs": ["log_probs", "attention", *(f"new_{name}" for name in state)],
         },
     }
@@ -289,13 +311,25 @@ def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") ->
         _export_graph(encoder, (src, lengths), staging / "encoder.onnx", names["encoder"], (_axes(0, 1), _axes(0)))
         _export_graph(_Init(model), (final_hidden,), staging / "init.onnx", names["init"], (_axes(1),))
         keys_axes = _axes(0, 1) if projected_keys.dim() > 2 else _axes(0)  # none: one fixed context (B, H_enc)
+        state_axes = tuple(_axes(batch_axis[name]) for name in present)
         _export_graph(
             _Step(model, present),
             (prev, memory, projected_keys, mask, *state),
             staging / "step.onnx",
             names["step"],
-            (_axes(0), _axes(0, 1), keys_axes, _axes(0, 1), tuple(_axes(batch_axis[name]) for name in present)),
+            (_axes(0), _axes(0, 1), keys_axes, _axes(0, 1), state_axes),
         )
+        graphs = {name: names[name] for name in GRAPHS}
+        if (trained.run_dir / SHORTLIST_FILE).is_file():
+            vocabulary = torch.arange(0, model.decoder.embedding.num_embeddings, 3)  # any sorted ids, V' its own size
+            _export_graph(
+                _ShortlistStep(model, present),
+                (prev, vocabulary, memory, projected_keys, mask, *state),
+                staging / f"{SHORTLIST_STEP}.onnx",
+                names[SHORTLIST_STEP],
+                (_axes(0), _axes(0), _axes(0, 1), keys_axes, _axes(0, 1), state_axes),
+            )
+            graphs[SHORTLIST_STEP] = names[SHORTLIST_STEP]
         for file in _run_files(trained.run_dir):
             with naming_file(staging / file.name):
                 shutil.copyfile(file, staging / file.name)
@@ -312,7 +346,7 @@ def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") ->
                 "target": model.decoder.embedding.num_embeddings,
             },
             "state": list(present),
-            "graphs": names,
+            "graphs": graphs,
             "quantization": "none",
         }
         write_manifest(staging, manifest)

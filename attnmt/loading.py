@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from attnmt.checkpoint import load_trained, resolve_checkpoint
+from attnmt.checkpoint import load_trained, resolve_checkpoint, run_dir_of
 from attnmt.config import Config, load_config
 from attnmt.data import TextCodec
 from attnmt.engine import OnnxModel
@@ -31,6 +31,9 @@ from attnmt.export import export_onnx, is_export, read_export
 from attnmt.model import build_model
 from attnmt.quantize import CHOICES as QUANTIZE_CHOICES
 from attnmt.quantize import quantize_export, quantize_model
+from attnmt.shortlist import FILENAME as SHORTLIST_FILE
+from attnmt.shortlist import Shortlist
+from attnmt.shortlist import load as load_shortlist
 from attnmt.translate import Translator
 from attnmt.utils import UserError, choose_device
 
@@ -57,6 +60,8 @@ class ModelSpec:
     ensemble_attention: the attention an ensemble shows: "mean", or member N's (0 = the first).
     data_dir: the corpus folder, set once as the loaded config's `data.data_dir` (None keeps it).
     threads: onnxruntime's threads per session (None: torch's thread count).
+    shortlist: decode with the vocabulary shortlist stored with the (first) run or export
+        (`attnmt shortlist`), computing the output layer for each batch's candidates only.
     """
 
     paths: tuple[str, ...]
@@ -67,6 +72,7 @@ class ModelSpec:
     ensemble_attention: str | int = "mean"
     data_dir: str | None = None
     threads: int | None = None
+    shortlist: bool = False
 
     def __post_init__(self) -> None:
         paths = (self.paths,) if isinstance(self.paths, (str, os.PathLike)) else self.paths
@@ -136,6 +142,8 @@ def load(spec: ModelSpec) -> Translator:
     for original, made, member in zip(spec.paths, ready.paths, members, strict=True):
         if original != made:  # exported on the fly: name the checkpoint the export was made from
             member.checkpoint = member.members[0] = resolve_checkpoint(original, spec.checkpoint)
+    if spec.shortlist:
+        members[0].shortlist = _shortlist_of(spec.paths[0], members[0])
     if len(members) == 1:
         return members[0]
     check_compatible([(path, member.codec) for path, member in zip(spec.paths, members, strict=True)])
@@ -148,7 +156,22 @@ def load(spec: ModelSpec) -> Translator:
         checkpoint=first.checkpoint,
         members=[member.checkpoint for member in members],
         parameters=sum(member.parameters for member in members),
+        shortlist=first.shortlist,  # the members share their vocabularies, so one shortlist serves all
     )
+
+
+def _shortlist_of(path: str, translator: Translator) -> Shortlist:
+    """The shortlist stored with a run (beside its vocabularies) or an export, checked against
+    the model's vocabularies."""
+    folder = Path(path) if is_export(path) else run_dir_of(resolve_checkpoint(path))
+    found = load_shortlist(folder)
+    if found is None:
+        raise UserError(
+            f"{path}: has no vocabulary shortlist ({SHORTLIST_FILE}); build one with `attnmt shortlist {path}`",
+            field="shortlist",
+        )
+    found.check(translator.codec.src_vocab, translator.codec.tgt_vocab, str(folder / SHORTLIST_FILE))
+    return found
 
 
 def _with_data_dir(config: Config, data_dir: str | None) -> Config:

@@ -51,10 +51,15 @@ class Seq2Seq(nn.Module):
         return self.decoder.step(prev_tokens, state, encoder_output)
 
     def next_log_probs(
-        self, prev_tokens: torch.Tensor, state: DecoderState, encoder_output: EncoderOutput
+        self,
+        prev_tokens: torch.Tensor,
+        state: DecoderState,
+        encoder_output: EncoderOutput,
+        vocabulary: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        """prev_tokens (B,) long -> (log-probabilities (B, V) float32, new state, attention (B, S))."""
-        logits, state, weights = self.decoder.step(prev_tokens, state, encoder_output)
+        """prev_tokens (B,) long -> (log-probabilities (B, V) float32, new state, attention (B, S));
+        with `vocabulary` (V',) target ids, the distribution (B, V') over those only."""
+        logits, state, weights = self.decoder.step(prev_tokens, state, encoder_output, vocabulary)
         return torch.log_softmax(logits.float(), dim=-1), state, weights
 
     def forward(

@@ -54,7 +54,7 @@ def quantize_model(model: nn.Module) -> nn.Module:
 
 def quantize_export(source: str | Path, output: str | Path) -> Path:
     """Write an int8 copy of the float32 export `source` into the new folder `output`."""
-    from attnmt.export import GRAPHS, MANIFEST, read_export, write_manifest
+    from attnmt.export import MANIFEST, read_export, write_manifest
 
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -71,7 +71,7 @@ def quantize_export(source: str | Path, output: str | Path) -> Path:
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
-            for name in GRAPHS:
+            for name in export.manifest["graphs"]:
                 path = output / f"{name}.onnx"
                 quantize_dynamic(path, path, weight_type=QuantType.QInt8)
     finally:

@@ -412,6 +412,38 @@ def length_batches(
     return batches
 
 
+class Shortlisting(Protocol):
+    """A vocabulary shortlist (`shortlist.Shortlist`): the target ids a batch may produce."""
+
+    def vocabulary(self, src: torch.Tensor) -> torch.Tensor:
+        """src (B, S) -> sorted target ids (V',), the specials 0-3 among them."""
+        ...
+
+
+class _Restricted:
+    """`model` computing its output layer for the target ids `vocabulary` (V',) only. The search
+    runs in that restricted index space, where the specials keep their ids (the shortlist is
+    sorted and holds 0-3); the tokens it feeds back are mapped to real ids here."""
+
+    def __init__(self, model: StepModel, vocabulary: torch.Tensor):
+        self.model, self.vocabulary = model, vocabulary
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> Any:
+        return self.model.encode(src, src_lengths)
+
+    def init_state(self, encoder_output: Any) -> Any:
+        return self.model.init_state(encoder_output)
+
+    def next_log_probs(self, prev_tokens: torch.Tensor, state: Any, encoder_output: Any):
+        """prev_tokens (B,) restricted indices -> (log-probabilities (B, V'), state, attention (B, S))."""
+        return self.model.next_log_probs(self.vocabulary[prev_tokens], state, encoder_output, self.vocabulary)
+
+    def ids(self, hypothesis: Hypothesis) -> Hypothesis:
+        """A hypothesis of the restricted search with real token ids."""
+        tokens = self.vocabulary[torch.as_tensor(hypothesis.tokens, dtype=torch.long)].tolist()
+        return Hypothesis(tokens, hypothesis.score, hypothesis.log_prob, hypothesis.attention)
+
+
 def decode_all(
     model: StepModel,
     src_ids: Sequence[Sequence[int]],
@@ -420,6 +452,7 @@ def decode_all(
     batch_size: int = 64,
     batch_tokens: int | None = None,
     device: torch.device | str = "cpu",
+    shortlist: Shortlisting | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode many id sequences in length-sorted batches; results come back in input order.
 
@@ -428,7 +461,9 @@ def decode_all(
     `batch_tokens`, at most that many padded source tokens per hypothesis searched (a beam of K
     counts each source K times), so short sentences go in larger batches than long ones.
     Empty sources get one empty hypothesis without running the model. Greedy search is used
-    when the options ask for one hypothesis of a beam of one.
+    when the options ask for one hypothesis of a beam of one. With a `shortlist`, each batch
+    chooses among its vocabulary only (the union of its sources' candidates): a sentence's
+    result may then depend on the batch it is in.
     """
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0, torch.zeros(0, 0))] for _ in src_ids]
     order = sorted((i for i, ids in enumerate(src_ids) if len(ids) > 0), key=lambda i: len(src_ids[i]))
@@ -440,10 +475,13 @@ def decode_all(
         for row, i in enumerate(chunk):
             src[row, : len(src_ids[i])] = torch.as_tensor(src_ids[i], dtype=torch.long)
         src, lengths = src.to(device), lengths.to(device)
+        searched = model if shortlist is None else _Restricted(model, shortlist.vocabulary(src).to(device))
         if options.is_greedy:
-            batch_results = [[h] for h in greedy(model, src, lengths, options)]
+            batch_results = [[h] for h in greedy(searched, src, lengths, options)]
         else:
-            batch_results = beam_search(model, src, lengths, options)
+            batch_results = beam_search(searched, src, lengths, options)
+        if isinstance(searched, _Restricted):
+            batch_results = [[searched.ids(h) for h in hypotheses] for hypotheses in batch_results]
         for i, hypotheses in zip(chunk, batch_results, strict=True):
             results[i] = hypotheses
     return results

@@ -18,7 +18,7 @@ import torch
 from attnmt.config import Config
 from attnmt.data import TextCodec
 from attnmt.plot import attention_grid, attention_heatmap
-from attnmt.search import BeamStep, SearchOptions, StepModel, beam_search, decode_all
+from attnmt.search import BeamStep, SearchOptions, Shortlisting, StepModel, beam_search, decode_all
 from attnmt.utils import Say, UserError
 
 # Longer sources are cut to this many tokens (with a warning): the encoder and the search's
@@ -97,11 +97,13 @@ class Translator:
         checkpoint: Path,
         members: Sequence[Path] = (),
         parameters: int = 0,
+        shortlist: Shortlisting | None = None,
     ):
         """`model` is in eval mode on `device`; `checkpoint` is the checkpoint folder (or export
         directory) it was read from, `members` those of every member of an ensemble (default: the
         one checkpoint), `parameters` the model's number of parameters (an ensemble's: all its
-        members'). `loading.load` builds one from a `ModelSpec`."""
+        members'), `shortlist` the vocabulary shortlist every search uses (None: the whole
+        vocabulary). `loading.load` builds one from a `ModelSpec`."""
         self.model = model
         self.codec = codec
         self.config = config
@@ -109,6 +111,7 @@ class Translator:
         self.checkpoint = checkpoint
         self.members = list(members) or [checkpoint]
         self.parameters = parameters
+        self.shortlist = shortlist
 
     def search_options(self, **overrides) -> SearchOptions:
         """The run's `decode` settings as SearchOptions, with `overrides` (None keeps a setting);
@@ -143,6 +146,7 @@ class Translator:
             batch_size=self.config.decode.batch_size,
             batch_tokens=self.config.decode.batch_tokens,
             device=self.device,
+            shortlist=self.shortlist,
         )
         results = []
         for sentence, tokens, candidates in zip(sentences, source_tokens, hypotheses, strict=True):

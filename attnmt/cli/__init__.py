@@ -20,11 +20,24 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from attnmt.cli import average, data, evaluate, export, plot, serve, sweep, train, translate, validate
+from attnmt.cli import (
+    average,
+    data,
+    distill,
+    evaluate,
+    export,
+    plot,
+    serve,
+    shortlist,
+    sweep,
+    train,
+    translate,
+    validate,
+)
 from attnmt.cli.common import FLAGS
 from attnmt.utils import Interrupted, UserError
 
-COMMANDS = (validate, train, data, translate, evaluate, average, plot, export, sweep, serve)
+COMMANDS = (validate, train, data, translate, distill, shortlist, evaluate, average, plot, export, sweep, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

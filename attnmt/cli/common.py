@@ -24,6 +24,7 @@ FLAGS = {
     "device": "--device",
     "engine": "--engine",
     "quantize": "--quantize",
+    "shortlist": "--shortlist",
     "ensemble_attention": "--ensemble-attention",
     "data_dir": "--data-dir",
     "overrides": "--set",
@@ -80,6 +81,11 @@ def add_loading_arguments(parser: argparse.ArgumentParser) -> None:
         help="int8: dynamic int8 quantization of a run's weights (CPU; an export is quantized when made)",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    parser.add_argument(
+        "--shortlist",
+        action="store_true",
+        help="compute the output layer for each batch's candidate tokens only (the run's `attnmt shortlist`)",
+    )
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
@@ -119,6 +125,7 @@ def model_spec(
         quantize=args.quantize,
         ensemble_attention=ensemble_attention,
         data_dir=data_dir,
+        shortlist=args.shortlist,
     )
 
 
