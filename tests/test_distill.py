@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from attnmt import distill as distill_module
+from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.corpora import load_corpus
 from attnmt.distill import distill, distinct_sources
@@ -57,17 +58,26 @@ def test_the_corpus_is_each_distinct_source_and_the_teachers_search_of_it_chunk_
     assert again.resumed_from == len(sources) and again.seconds == 0.0  # finished: nothing translated again
 
 
+@pytest.fixture(scope="module")
+def whole(reverse_run, tmp_path_factory) -> Path:
+    """The prefix of an uninterrupted distillation with beam 2, what the interrupted ones must equal."""
+    prefix = tmp_path_factory.mktemp("whole") / "train"
+    assert main(["distill", str(reverse_run), "--beam", "2", "--output", str(prefix)]) == 0
+    return prefix
+
+
 def start_distilling(run_dir: Path, prefix: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "attnmt", "distill", str(run_dir), "--beam", "2", "--output", str(prefix)]
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def test_a_distillation_killed_mid_chunk_resumes_to_the_bytes_of_an_uninterrupted_one(reverse_run, tmp_path, capsys):
+def test_a_distillation_killed_mid_chunk_resumes_to_the_bytes_of_an_uninterrupted_one(
+    reverse_run, whole, tmp_path, capsys
+):
     """Killed (SIGKILL) once the first chunk is committed, and a torn line added to each partial
     file as a kill inside a write would leave: the rerun cuts back and ends byte-identical."""
-    whole, killed = tmp_path / "whole" / "train", tmp_path / "killed" / "train"
-    run_ok(capsys, "distill", str(reverse_run), "--beam", "2", "--output", str(whole))
+    killed = tmp_path / "killed" / "train"
     child = start_distilling(reverse_run, killed)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and child.poll() is None:
@@ -93,10 +103,9 @@ def test_a_distillation_killed_mid_chunk_resumes_to_the_bytes_of_an_uninterrupte
 
 
 def test_a_full_disk_while_distilling_is_one_line_keeping_the_committed_chunks_and_a_rerun_goes_on(
-    reverse_run, tmp_path, capsys
+    reverse_run, whole, tmp_path, capsys
 ):
-    whole, full = tmp_path / "whole" / "train", tmp_path / "full" / "train"
-    run_ok(capsys, "distill", str(reverse_run), "--beam", "2", "--output", str(whole))
+    full = tmp_path / "full" / "train"
     first_chunk = max(
         len("".join(line + "\n" for line in lines(Path(f"{whole}.{lang}"))[:1000]).encode()) for lang in ("en", "fr")
     )
