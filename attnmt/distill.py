@@ -97,6 +97,11 @@ def distill(
     `prefix`, resuming an interrupted distillation of the same teacher, search and sources."""
     prefix = Path(prefix)
     what = _what(translator, sources, options)
+    if what["src_lang"] == what["tgt_lang"]:
+        raise UserError(
+            f"the teacher translates {what['src_lang']}->{what['tgt_lang']}: its two sides would be written to "
+            f"one file, {prefix}.{what['src_lang']}"
+        )
     paths = _paths(prefix, what)
     partial = {lang: _partial(path) for lang, path in paths.items()}
     record = read_record(prefix)
