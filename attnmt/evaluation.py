@@ -1,7 +1,8 @@
 """Scoring translations: `evaluate` one model on a test set, `evaluate_runs` to compare models
 (with the paired bootstrap), `tune_search` to choose the beam size and length penalty on the
-validation split, and `export_int8`, which keeps an int8 export only when it scores close to
-float32.
+validation split, `export_int8`, which keeps an int8 export only when it scores close to
+float32, and `build_shortlist`, which checks a new vocabulary shortlist against the whole
+vocabulary on the validation split.
 
 `evaluate` translates the sources, then scores the detokenized text with sacreBLEU's BLEU and
 chrF, the tokenized-lowercased BLEU of older papers, and BLEU by source length.

@@ -25,14 +25,16 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save as serialize
+from typing import TYPE_CHECKING
 
 from attnmt.utils import UserError, atomic_path
 from attnmt.vocab import SPECIALS, Vocab
+
+if TYPE_CHECKING:
+    import torch
+
+# numpy, torch and safetensors are imported where they are used: the command line reads the
+# defaults below without loading them.
 
 FILENAME = "shortlist.safetensors"
 PER_SOURCE, FREQUENT = 50, 100  # the defaults: `attnmt shortlist --per-source --frequent`
@@ -56,6 +58,8 @@ class Shortlist:
         """src (B, S) token ids (padding included: PAD's row is empty) -> the sorted target ids
         (V',) this batch may produce: the specials, the frequent tokens, and every candidate of
         every source token."""
+        import torch
+
         rows = self.candidates[torch.unique(src.cpu())].flatten()
         specials = torch.arange(len(SPECIALS))
         chosen = torch.cat([specials, self.frequent, rows[rows >= 0]])
@@ -81,6 +85,9 @@ def build(
     frequent: int = FREQUENT,
 ) -> Shortlist:
     """The shortlist of training pairs given as id sequences (no BOS/EOS)."""
+    import numpy as np
+    import torch
+
     if per_source < 1 or frequent < 0:
         raise UserError(f"need per_source >= 1 and frequent >= 0, got {per_source} and {frequent}")
     n_src, n_tgt = len(src_vocab), len(tgt_vocab)
@@ -116,6 +123,8 @@ def build(
 
 
 def save(shortlist: Shortlist, folder: str | os.PathLike) -> Path:
+    from safetensors.torch import save as serialize
+
     path = Path(folder) / FILENAME
     metadata = {"src_digest": shortlist.src_digest, "tgt_digest": shortlist.tgt_digest}
     tensors = {"candidates": shortlist.candidates.contiguous(), "frequent": shortlist.frequent.contiguous()}
@@ -126,6 +135,8 @@ def save(shortlist: Shortlist, folder: str | os.PathLike) -> Path:
 
 def load(folder: str | os.PathLike) -> Shortlist | None:
     """The shortlist stored in `folder` (a run or an export), or None when it has none."""
+    from safetensors import SafetensorError, safe_open
+
     path = Path(folder) / FILENAME
     if not path.exists():
         return None
