@@ -47,8 +47,10 @@ ARCHITECTURES = {
 # cannot drift apart. Only its tokenizer is not taken: every system reads the same word tokens.
 RECIPE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "multi30k-en-de-luong.yaml"
 RECIPE_TRAIN_KEYS = ("lr", "lr_schedule", "warmup_steps", "min_lr", "label_smoothing")
-# The cosine decays to the step budget, so the recipe names one: the updates that fit a
-# 50-minute race on 2 CPU cores with these word tokens (the config's own 5,200 are for BPE).
+# The cosine decays to the step budget, so the recipe names one (the config's own 5,200 are for
+# BPE): an estimate of the updates that fit a 50-minute race on 2 CPU cores with these word
+# tokens, from the Setup's attnmt row (about 1.5 updates/s in its race) and the recipe's third
+# less arithmetic per token at about the same tokens per batch. A race run shows how close it is.
 RECIPE_STEPS = 5000
 NOTES = {
     "attnmt": (
