@@ -415,9 +415,9 @@ class ShortlistCheck:
 def build_shortlist(spec: ModelSpec, *, per_source: int, frequent: int, say: Say = _quiet) -> ShortlistCheck:
     """Build the shortlist of `spec`'s run (its first path) from the run's training data, check
     it on the valid split, and store it with the run, beside it its check (`shortlist.json`)."""
-    translator = load(replace(spec, shortlist=False))
     if is_export(spec.paths[0]):
         raise UserError(f"{spec.paths[0]}: an export; build the shortlist from the run, then export it again")
+    translator = load(replace(spec, shortlist=False))
     run_dir = run_dir_of(resolve_checkpoint(spec.paths[0], spec.checkpoint))
     codec, data = translator.codec, translator.config.data
     pairs = load_corpus(data).train
