@@ -179,16 +179,25 @@ def _sampled_forward(decoder, tgt_in, state, source, *, teacher_forcing_ratio, g
 def output_logits(layer: nn.Module, inputs: torch.Tensor, vocabulary: torch.Tensor | None) -> torch.Tensor:
     """The output layer `layer` on inputs (..., E): logits (..., V), or with `vocabulary` (V',)
     target ids those rows of it only, (..., V'): a shortlist computes V' rows instead of V.
-    A dynamically quantized layer (int8) gives its rows as float32, dequantized once and kept."""
+    A dynamically quantized layer (int8) gives its rows as float32, dequantized once and kept.
+    Under no_grad the gathered rows are kept for the next call with the same `vocabulary`
+    tensor (a search gives one per batch), so each batch gathers them once, not every step."""
     if vocabulary is None:
         return layer(inputs)
+    tracing = torch.compiler.is_compiling() or torch.jit.is_tracing()  # an export: no state on the module
+    cached = None if tracing else getattr(layer, "_shortlist_rows", None)
+    if cached is not None and cached[0] is vocabulary:  # the batch's rows, gathered at its first step
+        return F.linear(inputs, cached[1], cached[2])
     if callable(layer.weight):  # torch.ao's dynamic quantized Linear: weight() and bias() are methods
         if getattr(layer, "_float_rows", None) is None:
             layer._float_rows = (layer.weight().dequantize(), layer.bias())
         weight, bias = layer._float_rows
     else:
         weight, bias = layer.weight, layer.bias
-    return F.linear(inputs, weight.index_select(0, vocabulary), bias.index_select(0, vocabulary))
+    rows = (weight.index_select(0, vocabulary), bias.index_select(0, vocabulary))
+    if not tracing and not torch.is_grad_enabled():  # decoding: the same rows serve every step of the batch
+        layer._shortlist_rows = (vocabulary, *rows)
+    return F.linear(inputs, *rows)
 
 
 class Bridge(nn.Module):

@@ -113,7 +113,10 @@ def distill(
                 "remove it or choose another --output"
             )
         record = {**what, "lines_done": 0, "bytes": {"src_lang": 0, "tgt_lang": 0}, "complete": False, "seconds": 0.0}
-        prefix.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            prefix.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"{prefix.parent}: cannot create the output folder ({error.strerror or error})") from None
         _save(prefix, record)
     else:
         differs = [key for key in what if record.get(key) != what[key]]

@@ -101,11 +101,16 @@ def test_onnxruntime_translates_as_torch_does(name, tmp_path, monkeypatch):
     for options in (SearchOptions(), SearchOptions(beam_size=3, n_best=2)):
         expected = torch_translator.translate(sentences, options)
         got = onnx_translator.translate(sentences, options)
-        for want, have in zip(expected, got, strict=True):
-            assert have.tokens == want.tokens
-            assert [alt.tokens for alt in have.alternatives] == [alt.tokens for alt in want.alternatives]
-            assert have.score == pytest.approx(want.score, abs=1e-4)
-            torch.testing.assert_close(have.attention, want.attention, atol=1e-5, rtol=1e-4)
+        assert_same_translations(expected, got)
+
+
+def assert_same_translations(expected, got, *, score_abs=1e-4, atol=1e-5, rtol=1e-4) -> None:
+    """The same tokens and n-best lists, scores and attention within the tolerances given."""
+    for want, have in zip(expected, got, strict=True):
+        assert have.tokens == want.tokens
+        assert [alt.tokens for alt in have.alternatives] == [alt.tokens for alt in want.alternatives]
+        assert have.score == pytest.approx(want.score, abs=score_abs)
+        torch.testing.assert_close(have.attention, want.attention, atol=atol, rtol=rtol)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from attnmt.translate import Translator
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS, SPECIALS, Vocab
 from tests.cli_helpers import run_error, run_ok
-from tests.test_export import MODELS, train_tiny
+from tests.test_export import MODELS, assert_same_translations, train_tiny
 
 
 def vocab(size: int, prefix: str) -> Vocab:
@@ -106,11 +106,7 @@ def test_a_shortlist_holding_the_whole_vocabulary_decodes_as_the_full_search(tin
         expected = translator.translate(SENTENCES, options)
         translator.shortlist = whole
         got = translator.translate(SENTENCES, options)
-        for want, have in zip(expected, got, strict=True):
-            assert have.tokens == want.tokens
-            assert [alt.tokens for alt in have.alternatives] == [alt.tokens for alt in want.alternatives]
-            assert have.score == pytest.approx(want.score, abs=1e-5)
-            torch.testing.assert_close(have.attention, want.attention, atol=1e-6, rtol=1e-5)
+        assert_same_translations(expected, got, score_abs=1e-5, atol=1e-6, rtol=1e-5)
 
 
 def full_scores(translator: Translator, sentence: str, tokens: list[int]) -> torch.Tensor:

@@ -10,24 +10,19 @@ from rich.console import Console
 from attnmt.cli.common import add_data_dir, model_spec, printer
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
+def _at_least(minimum: int):
+    """argparse type: a whole number of at least `minimum`; anything else is a usage error."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number of at least {minimum}, got {text!r}")
+        return value
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {text!r}")
-    return value
+    return parse
 
 
 def add_parser(commands) -> None:
@@ -37,14 +32,14 @@ def add_parser(commands) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory")
     parser.add_argument(
         "--per-source",
-        type=_positive,
+        type=_at_least(1),
         default=PER_SOURCE,
         metavar="K",
         help=f"candidate target tokens per source token, by Dice co-occurrence (default {PER_SOURCE})",
     )
     parser.add_argument(
         "--frequent",
-        type=_count,
+        type=_at_least(0),
         default=FREQUENT,
         metavar="N",
         help=f"most frequent target tokens every batch may produce (default {FREQUENT})",
