@@ -209,3 +209,10 @@ def test_a_smaller_student_trains_on_the_distilled_corpus_in_its_teachers_direct
     target.write_text("".join(line + "\n" for line in lines(target)[:-1]))
     with pytest.raises(UserError, match=r"parallel files must have the same number of lines"):
         load_corpus(load_config(None, student).data)
+
+
+def test_an_output_folder_that_cannot_be_made_is_one_line(reverse_run, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    line = run_error(capsys, "distill", str(reverse_run), "--output", str(blocker / "train"))
+    assert line.startswith(f"attnmt: error: {blocker}: cannot create the output folder (")
