@@ -62,6 +62,8 @@ class ModelSpec:
     threads: onnxruntime's threads per session (None: torch's thread count).
     shortlist: decode with the vocabulary shortlist stored with the (first) run or export
         (`attnmt shortlist`), computing the output layer for each batch's candidates only.
+    beam_size: the loaded model's default beam size, in place of its config's decode.beam_size
+        (its n_best lowered to fit; None keeps both): how the fast preset sets its search.
     """
 
     paths: tuple[str, ...]
@@ -73,6 +75,7 @@ class ModelSpec:
     data_dir: str | None = None
     threads: int | None = None
     shortlist: bool = False
+    beam_size: int | None = None
 
     def __post_init__(self) -> None:
         paths = (self.paths,) if isinstance(self.paths, (str, os.PathLike)) else self.paths
@@ -82,6 +85,8 @@ class ModelSpec:
         _choice(self.checkpoint, CHECKPOINTS, "checkpoint")
         _choice(self.engine, ENGINES, "engine")
         _choice(self.quantize, QUANTIZE_CHOICES, "quantize")
+        if self.beam_size is not None and self.beam_size < 1:
+            raise UserError(f"beam size must be at least 1, got {self.beam_size}", field="beam_size")
         attention = self.ensemble_attention
         if attention != "mean" and not (isinstance(attention, int) and 0 <= attention < len(self.paths)):
             last = len(self.paths) - 1
@@ -174,23 +179,27 @@ def _shortlist_of(path: str, translator: Translator) -> Shortlist:
     return found
 
 
-def _with_data_dir(config: Config, data_dir: str | None) -> Config:
-    if data_dir is None:
-        return config
-    return config.model_copy(update={"data": config.data.model_copy(update={"data_dir": data_dir})})
+def _configured(config: Config, spec: ModelSpec) -> Config:
+    """`config` with the spec's corpus folder and default beam size, where it sets them."""
+    if spec.data_dir is not None:
+        config = config.model_copy(update={"data": config.data.model_copy(update={"data_dir": spec.data_dir})})
+    if spec.beam_size is not None:
+        decode = {"beam_size": spec.beam_size, "n_best": min(config.decode.n_best, spec.beam_size)}
+        config = config.model_copy(update={"decode": config.decode.model_copy(update=decode)})
+    return config
 
 
 def _load_one(spec: ModelSpec, path: str) -> Translator:
     if spec.runs_on_onnxruntime(path):
         model = OnnxModel(path, threads=spec.threads)
         directory = model.export.directory
-        config = _with_data_dir(load_config(directory / "config.yaml"), spec.data_dir)
+        config = _configured(load_config(directory / "config.yaml"), spec)
         codec = TextCodec.load(directory, config.data)
         parameters = _parameters_of(config, codec)
         return Translator(model, codec, config, device="cpu", checkpoint=directory, parameters=parameters)
     device = choose_device("cpu" if spec.quantize != "none" else spec.device, field="device")
     trained = load_trained(path, spec.checkpoint)
-    config = _with_data_dir(trained.config, spec.data_dir)
+    config = _configured(trained.config, spec)
     codec = TextCodec.load(trained.run_dir, config.data)
     model = trained.model.to(device)
     parameters = sum(parameter.numel() for parameter in model.parameters())

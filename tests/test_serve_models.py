@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
 
 from attnmt.cli import build_parser
 from attnmt.cli.serve import models
@@ -27,7 +28,7 @@ SENTENCES = ["a b c", "d e f g h", "h g", "", "b a c d e f"]
 def serving(*argv: str) -> tuple[Catalog, TestClient]:
     """The catalog `attnmt serve ARGV` loads, and a test client of the app it would run."""
     args = build_parser().parse_args(["serve", *argv])
-    catalog = Catalog.load(models(args))
+    catalog = Catalog.load(models(args, Console()))
     return catalog, TestClient(create_app(catalog), raise_server_exceptions=False)
 
 

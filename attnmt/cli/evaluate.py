@@ -9,7 +9,16 @@ import argparse
 
 from rich.console import Console
 
-from attnmt.cli.common import add_data_dir, add_model_arguments, float_list, int_list, model_spec, printer
+from attnmt.cli.common import (
+    add_data_dir,
+    add_fast_arguments,
+    add_model_arguments,
+    fast_specs,
+    float_list,
+    int_list,
+    model_spec,
+    printer,
+)
 from attnmt.tables import length_table, scores_table
 from attnmt.utils import UserError, choose_device, describe_machine
 
@@ -19,6 +28,7 @@ def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=("test", "valid"), default="test", help="split of each run's corpus")
     parser.add_argument("--src", metavar="FILE", help="evaluate on this source file instead of the run's split")
     parser.add_argument("--ref", metavar="FILE", action="append", default=[], help="reference file (repeatable)")
+    add_fast_arguments(parser)
     add_data_dir(parser)
     parser.add_argument(
         "--ensemble", action="store_true", help="the runs are one system: the mean of their log-probabilities"
@@ -80,7 +90,9 @@ def evaluated(
             say=say,
         )
 
-    systems = [spec] if args.ensemble else spec.alone()
+    if args.fast and tune:
+        raise UserError("the fast preset and --tune each choose the search: give one", field="fast")
+    systems = fast_specs(args, [spec] if args.ensemble else spec.alone(), console)
     return evaluate_runs(systems, examples_for, options_for=options_for, bootstrap_samples=bootstrap, say=say)
 
 

@@ -10,7 +10,7 @@ import argparse
 
 from rich.console import Console
 
-from attnmt.cli.common import add_data_dir, add_loading_arguments, model_spec
+from attnmt.cli.common import add_data_dir, add_fast_arguments, add_loading_arguments, fast_specs, model_spec
 from attnmt.serve.schemas import InvalidLimit, Limits
 from attnmt.utils import UserError
 
@@ -33,6 +33,7 @@ def add_parser(commands) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
     add_loading_arguments(serve)
+    add_fast_arguments(serve)
     add_data_dir(serve)
     serve.add_argument(
         "--ensemble", action="store_true", help="serve the runs as one model: the mean of their log-probabilities"
@@ -63,13 +64,14 @@ def _limits(args: argparse.Namespace) -> Limits:
         raise UserError(f"{flag}: {error.problem}") from None
 
 
-def models(args: argparse.Namespace) -> list:
-    """The `ModelSpec` of every model served: each run alone, or one ensemble of them all."""
+def models(args: argparse.Namespace, console: Console) -> list:
+    """The `ModelSpec` of every model served: each run alone, or one ensemble of them all, with
+    the fast preset where asked."""
     spec = model_spec(args, args.runs, data_dir=args.data_dir)
-    return [spec] if args.ensemble else spec.alone()
+    return fast_specs(args, [spec] if args.ensemble else spec.alone(), console)
 
 
 def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.serve.server import serve  # torch and uvicorn: not loaded to build the parser
 
-    serve(models(args), host=args.host, port=args.port, limits=_limits(args))
+    serve(models(args, console), host=args.host, port=args.port, limits=_limits(args))
