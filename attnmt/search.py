@@ -10,150 +10,169 @@ hypotheses are ranked; those among the top K that end in EOS are finished (score
 GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha, |Y| counting EOS), the best K that do not
 end in EOS live on. A sentence is done once it has K finished hypotheses; the loop exits when
 every sentence is done. With K = 1 this is exactly greedy search.
+
+Both can be told how outputs must begin (`Forcing`: a prefix's tokens, then the spelling of an
+unfinished word); `decode_all` sends a batch with required phrases to
+`constrained.constrained_beam_search`; `teacher_forced` gives what the model computes for given
+outputs. The options, hypotheses and beam bookkeeping they share are in `beams`.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 
-from attnmt.utils import UserError
+from attnmt.beams import (
+    GREEDY,
+    Beams,
+    Finished,
+    Hypothesis,
+    SearchOptions,
+    StepModel,
+    empty_finished,
+    gather_beams,
+    hypothesis_of,
+    length_penalty,
+    max_lengths,
+    merge_finished,
+    never_generated,
+)
+from attnmt.constrained import Requirements, constrained_beam_search
 from attnmt.vocab import BOS, EOS, PAD
+
+__all__ = [  # what callers import from here, the shared pieces included
+    "GREEDY",
+    "BeamStep",
+    "Forcing",
+    "Hypothesis",
+    "SearchOptions",
+    "StepModel",
+    "TargetPrefix",
+    "TeacherForced",
+    "beam_search",
+    "decode_all",
+    "greedy",
+    "length_batches",
+    "length_penalty",
+    "max_lengths",
+    "teacher_forced",
+]
+
+
+class TargetPrefix(Protocol):
+    """How an output must begin (`prefix.Prefix`), in the ids of a target vocabulary of
+    `vocab_size`: `forced` ids, then `moves`, per spelling state j of an unfinished word, the
+    (token id, next state) pairs it may take, the next state being len(moves) once it is spelled."""
+
+    forced: tuple[int, ...]
+    moves: tuple[tuple[tuple[int, int], ...], ...]
+    vocab_size: int
+
+    def ids(self) -> set[int]: ...
 
 
 @dataclass(frozen=True)
-class SearchOptions:
-    """How to search, under the names of the config's `decode` section.
+class Forcing:
+    """How a batch's outputs must begin, in the index space the search runs in (`Forcing.of`
+    builds one from `prefix.Prefix`es): each sentence's prefix tokens, forced one per step, and after them
+    the spelling of an unfinished last word, as a small automaton over the vocabulary.
 
-    beam_size 1 with n_best 1 is greedy search. length_penalty is GNMT's alpha (0 ranks by raw
-    log-probability). Each sentence may produce at most max_length_a * source length +
-    max_length_b tokens, EOS included, and never more than max_length when that is set.
-    Impossible settings are a UserError naming the setting (`decode.beam_size`, ...) and saying why.
+    tokens (B, P) long: the prefix tokens, PAD after each sentence's `lengths` (B,); P >= 1.
+    start (B,) long: the spelling state a sentence is in once its prefix is out (0: none).
+    allowed (N, V) bool: the tokens a hypothesis in spelling state n may take; state 0 is
+        free (every token).
+    after (N, V) long: the state after taking a token; back to 0 once the word is spelled.
+
+    At a sentence's length limit the spelling gives way, so that EOS can end it.
     """
 
-    beam_size: int = 1
-    n_best: int = 1
-    length_penalty: float = 1.0
-    max_length_a: float = 1.5
-    max_length_b: int = 10
-    max_length: int | None = None
+    tokens: torch.Tensor
+    lengths: torch.Tensor
+    start: torch.Tensor
+    allowed: torch.Tensor
+    after: torch.Tensor
 
-    def __post_init__(self) -> None:
-        if self.length_penalty < 0:
-            raise UserError(
-                f"length penalty must be >= 0 (0 = raw log-probability), got {self.length_penalty}",
-                field="decode.length_penalty",
-            )
-        if self.beam_size < 1:
-            raise UserError(f"beam size must be at least 1, got {self.beam_size}", field="decode.beam_size")
-        if self.n_best < 1:
-            raise UserError(f"n-best must be at least 1, got {self.n_best}", field="decode.n_best")
-        if self.n_best > self.beam_size:
-            raise UserError(
-                f"n-best ({self.n_best}) cannot exceed the beam size ({self.beam_size}); raise the beam size",
-                field="decode.n_best",
-            )
-        if self.max_length_a < 0 or self.max_length_b < 1:
-            raise UserError(
-                f"need max_length_a >= 0 and max_length_b >= 1, got {self.max_length_a} and {self.max_length_b}",
-                field="decode.max_length_a" if self.max_length_a < 0 else "decode.max_length_b",
-            )
-        if self.max_length is not None and self.max_length < 1:
-            raise UserError(
-                f"max length must be at least 1 token (EOS counts), got {self.max_length}", field="max_length"
-            )
+    def restrict(
+        self, log_probs: torch.Tensor, step: int, sentences: torch.Tensor, spelling: torch.Tensor, last: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """log_probs (R, V) of rows of the batch's `sentences` (R,) in spelling states (R,) at
+        `step`, `last` (R,) their last allowed step -> (log_probs with what they may not take at
+        -inf, whether each row is still in its prefix (R,))."""
+        in_prefix = step < self.lengths[sentences]  # (R,)
+        if not bool(in_prefix.any()) and not bool(spelling.any()):
+            return log_probs, in_prefix  # every row free: the common case after the prefixes
+        forced = self.tokens[sentences, min(step, self.tokens.size(1) - 1)]  # (R,)
+        allowed = self.allowed[spelling] | last[:, None]  # (R, V)
+        only_forced = torch.zeros_like(allowed).scatter_(1, forced[:, None], True)  # (R, V)
+        allowed = torch.where(in_prefix[:, None], only_forced, allowed)
+        return log_probs.masked_fill(~allowed, float("-inf")), in_prefix
+
+    def advance(self, spelling: torch.Tensor, tokens: torch.Tensor, in_prefix: torch.Tensor) -> torch.Tensor:
+        """The spelling states (R,) after taking `tokens` (R,); rows in their prefix stay where they are."""
+        return torch.where(in_prefix, spelling, self.after[spelling, tokens])
 
     @classmethod
-    def from_config(cls, decode, **overrides) -> SearchOptions:
-        """A config's `decode` section (beam size, length penalty, length limit; one hypothesis
-        per sentence), with `overrides` of the same names (None keeps a setting)."""
-        settings = {
-            "beam_size": decode.beam_size,
-            "length_penalty": decode.length_penalty,
-            "max_length_a": decode.max_length_a,
-            "max_length_b": decode.max_length_b,
-        }
-        return cls(**(settings | {key: value for key, value in overrides.items() if value is not None}))
+    def of(cls, prefixes: Sequence[TargetPrefix | None], vocabulary: torch.Tensor | None, device) -> Forcing:
+        """The Forcing of a batch with these prefixes (None: free; at least one is not).
+        `vocabulary` (V',) sorted target ids is the restricted index space of a shortlist, which
+        must hold every prefix's `ids()`; None: the whole target vocabulary."""
+        vocab_size = next(prefix.vocab_size for prefix in prefixes if prefix is not None)
+        if vocabulary is None:
+            position = torch.arange(vocab_size)
+        else:  # a target id -> its index in the restricted space (-1: not there)
+            vocabulary = vocabulary.cpu()
+            position = torch.full((vocab_size,), -1, dtype=torch.long)
+            position[vocabulary] = torch.arange(vocabulary.numel())
+        size = vocab_size if vocabulary is None else vocabulary.numel()
 
-    def length_limits(self, src_lengths: torch.Tensor) -> torch.Tensor:
-        """src_lengths (B,) -> each sentence's output limit (B,) in tokens, EOS included."""
-        return max_lengths(src_lengths, self.max_length_a, self.max_length_b, self.max_length)
+        def indices(ids: Sequence[int]) -> torch.Tensor:
+            found = position[torch.tensor(ids, dtype=torch.long)]
+            assert bool((found >= 0).all()), "a prefix's target ids must be in the shortlist"
+            return found
 
-    @property
-    def is_greedy(self) -> bool:
-        return self.beam_size == 1 and self.n_best == 1
-
-
-GREEDY = SearchOptions()
-
-
-class StepModel(Protocol):
-    """What search needs from a model: the step interface. `Seq2Seq` provides it in torch,
-    `engine.OnnxModel` through onnxruntime, so one search serves every engine.
-
-    encode(src (B, S), src_lengths (B,)) -> encoder output with `.index_select(rows)`;
-    init_state(encoder_output) -> decoder state with `.index_select(rows)`;
-    next_log_probs(prev_tokens (B,), state, encoder_output)
-        -> (log-probabilities (B, V) float32, state, attention (B, S)).
-    """
-
-    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> Any: ...
-
-    def init_state(self, encoder_output: Any) -> Any: ...
-
-    def next_log_probs(
-        self, prev_tokens: torch.Tensor, state: Any, encoder_output: Any
-    ) -> tuple[torch.Tensor, Any, torch.Tensor]: ...
-
-
-@dataclass
-class Hypothesis:
-    """One output: tokens without BOS/EOS; attention (len(tokens) + 1, S) has one row per
-    generated token, EOS included, over the sentence's real source positions. At the length
-    limit EOS is forced, so every hypothesis ends with EOS."""
-
-    tokens: list[int]
-    score: float  # log-probability / length penalty (the ranking score)
-    log_prob: float  # summed log-probability of the generated tokens (EOS included)
-    attention: torch.Tensor
-
-
-def length_penalty(lengths: torch.Tensor, alpha: float) -> torch.Tensor:
-    """GNMT length penalty ((5 + |Y|) / 6) ** alpha (Wu et al. 2016); 1 when alpha = 0."""
-    return ((5.0 + lengths.to(torch.float32)) / 6.0) ** alpha
-
-
-def max_lengths(src_lengths: torch.Tensor, a: float, b: int, cap: int | None = None) -> torch.Tensor:
-    """Per-sentence output limit in tokens (EOS included): floor(a * S_i) + b, at most `cap`."""
-    limits = (src_lengths.to(torch.float32) * a).floor().long() + b
-    return limits if cap is None else limits.clamp(max=cap)
-
-
-def _never_generated(log_probs: torch.Tensor) -> torch.Tensor:
-    """PAD and BOS are never outputs: (..., V) log-probabilities with those two set to -inf."""
-    log_probs[..., PAD] = -torch.inf
-    log_probs[..., BOS] = -torch.inf
-    return log_probs
-
-
-def _hypothesis(tokens: torch.Tensor, attention: torch.Tensor, log_prob: float, score: float, src_length: int):
-    """Trim a stored row: tokens (L,) possibly padded, attention (L, S)."""
-    token_list = tokens.tolist()
-    length = token_list.index(PAD) if PAD in token_list else len(token_list)
-    words = token_list[: length - 1] if length and token_list[length - 1] == EOS else token_list[:length]
-    return Hypothesis(words, score, log_prob, attention[:length, :src_length].clone())
+        batch = len(prefixes)
+        width = max([1, *(len(prefix.forced) for prefix in prefixes if prefix is not None)])
+        tokens = torch.full((batch, width), PAD, dtype=torch.long)
+        lengths = torch.zeros(batch, dtype=torch.long)
+        start = torch.zeros(batch, dtype=torch.long)
+        states = 1 + sum(len(prefix.moves) for prefix in prefixes if prefix is not None)
+        allowed = torch.zeros(states, size, dtype=torch.bool)
+        allowed[0] = True  # state 0: free
+        after = torch.zeros(states, size, dtype=torch.long)
+        base = 1
+        for row, prefix in enumerate(prefixes):
+            if prefix is None:
+                continue
+            if prefix.forced:
+                lengths[row] = len(prefix.forced)
+                tokens[row, : len(prefix.forced)] = indices(prefix.forced)
+            if not prefix.moves:
+                continue
+            start[row] = base
+            spelled = len(prefix.moves)
+            for j, moves in enumerate(prefix.moves):
+                columns = indices([token for token, _ in moves])
+                following = torch.tensor([state for _, state in moves], dtype=torch.long)
+                allowed[base + j, columns] = True
+                after[base + j, columns] = torch.where(following == spelled, 0, base + following)
+            base += spelled
+        return cls(*(tensor.to(device) for tensor in (tokens, lengths, start, allowed, after)))
 
 
 @torch.no_grad()
 def greedy(
-    model: StepModel, src: torch.Tensor, src_lengths: torch.Tensor, options: SearchOptions = GREEDY
+    model: StepModel,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    options: SearchOptions = GREEDY,
+    forcing: Forcing | None = None,
 ) -> list[Hypothesis]:
     """Greedy decoding of a batch: src (B, S) long, src_lengths (B,) -> one Hypothesis per sentence.
-    Of the options only the length limit applies.
+    Of the options only the length limit applies; `forcing` says how outputs must begin.
 
     A sentence leaves the batch at its EOS: the model then steps only the unfinished rows
     (in sorted batches about a third of the rows would otherwise be finished ones).
@@ -169,18 +188,23 @@ def greedy(
     token_matrix = torch.full((batch_size, max_limit), PAD, dtype=torch.long, device=device)
     attention_tensor = torch.zeros(batch_size, max_limit, src.size(1), device=device)
     log_probs = torch.zeros(batch_size, device=device)
+    spelling = None if forcing is None else forcing.start.clone()  # (B_a,)
     for step in range(max_limit):
         step_log_probs, state, attention = model.next_log_probs(prev, state, encoder_output)  # (B_a, V), (B_a, S)
-        step_log_probs = _never_generated(step_log_probs)
+        step_log_probs = never_generated(step_log_probs)
+        last = step + 1 >= limits  # (B_a,)
+        if forcing is not None:
+            step_log_probs, in_prefix = forcing.restrict(step_log_probs, step, active, spelling, last)
         best_log_probs, best = step_log_probs.max(dim=-1)  # (B_a,)
         # A sentence's last allowed token is EOS, as in beam search. Forcing it after the argmax
         # equals masking every other token first, without building a (B_a, V) mask each step.
-        last = step + 1 >= limits  # (B_a,)
         best = best.masked_fill(last, EOS)
         best_log_probs = torch.where(last, step_log_probs[:, EOS], best_log_probs)
         token_matrix[active, step] = best
         attention_tensor[active, step] = attention.float()
         log_probs[active] += best_log_probs
+        if forcing is not None:
+            spelling = forcing.advance(spelling, best, in_prefix)
         finished = best == EOS  # (B_a,) forced at the limit, so every sentence finishes
         if bool(finished.any()):
             keep = (~finished).nonzero().squeeze(1)  # (B_a',)
@@ -188,83 +212,58 @@ def greedy(
                 break
             active, limits, best = active[keep], limits[keep], best[keep]
             state, encoder_output = state.index_select(keep), encoder_output.index_select(keep)
+            spelling = None if spelling is None else spelling[keep]
         prev = best
     token_matrix, attention_tensor, log_probs = token_matrix.cpu(), attention_tensor.cpu(), log_probs.cpu()
     return [
-        _hypothesis(token_matrix[i], attention_tensor[i], float(log_probs[i]), float(log_probs[i]), int(src_lengths[i]))
+        hypothesis_of(
+            token_matrix[i], attention_tensor[i], float(log_probs[i]), float(log_probs[i]), int(src_lengths[i])
+        )
         for i in range(batch_size)
     ]
 
 
 @dataclass
-class _Beams:
-    """Live hypotheses, K per sentence, flattened to (B*K) rows for the model."""
+class TeacherForced:
+    """What the model computes while it is fed given targets (B, T), each ending in EOS: the
+    log-probability of each target token (B, T), 0 after EOS; the attention of each step
+    (B, T, S); and at each step the model's own choice, its most probable token (PAD and BOS
+    aside) (B, T) with its log-probability (B, T)."""
 
-    log_probs: torch.Tensor  # (B, K) summed log-probabilities
-    tokens: torch.Tensor  # (B, K, t) generated so far
-    attention: torch.Tensor  # (B, K, t, S)
-
-
-@dataclass
-class _Finished:
-    """The best K finished hypotheses per sentence (-inf scores mark empty slots)."""
-
-    scores: torch.Tensor  # (B, K) length-penalized
-    log_probs: torch.Tensor  # (B, K)
-    tokens: torch.Tensor  # (B, K, L_max) PAD after EOS
-    attention: torch.Tensor  # (B, K, L_max, S)
-    count: torch.Tensor  # (B,) how many have finished so far (may exceed K)
-
-    def rows(self, index: torch.Tensor) -> _Finished:
-        """The sentences `index` selects (a boolean mask or row numbers)."""
-        return _Finished(*(getattr(self, f.name)[index] for f in fields(self)))
-
-    def put(self, index: torch.Tensor, other: _Finished) -> None:
-        """Write `other`'s sentences into rows `index` (B',) in place."""
-        for f in fields(self):
-            getattr(self, f.name)[index] = getattr(other, f.name)
+    log_probs: torch.Tensor
+    attention: torch.Tensor
+    choices: torch.Tensor
+    choice_log_probs: torch.Tensor
 
 
-def _merge_finished(
-    finished: _Finished, candidate_scores, candidate_log_probs, candidate_tokens, candidate_attention
-) -> _Finished:
-    """Keep the K best of the finished set and the new candidates (-inf = not a candidate)."""
-    beam = finished.scores.size(1)
-    length = candidate_tokens.size(2)
-    pad = finished.tokens.size(2) - length
-    candidate_tokens = torch.nn.functional.pad(candidate_tokens, (0, pad), value=PAD)
-    candidate_attention = torch.nn.functional.pad(candidate_attention, (0, 0, 0, pad))
-    scores = torch.cat([finished.scores, candidate_scores], dim=1)  # (B, K + C)
-    top_scores, top = scores.topk(beam, dim=1)  # (B, K)
-    gather = top[:, :, None]
+@torch.no_grad()
+def teacher_forced(
+    model: StepModel, src: torch.Tensor, src_lengths: torch.Tensor, targets: torch.Tensor
+) -> TeacherForced:
+    """What the model computes while it puts out given targets: src (B, S), src_lengths (B,),
+    targets (B, T) long, each ending in EOS (PAD after).
 
-    def pick(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-        pool = torch.cat([old, new], dim=1)  # (B, K + C, ...)
-        index = gather.view(*gather.shape[:2], *([1] * (pool.dim() - 2))).expand(-1, -1, *pool.shape[2:])
-        return pool.gather(1, index)
-
-    return _Finished(
-        scores=top_scores,
-        log_probs=torch.cat([finished.log_probs, candidate_log_probs], dim=1).gather(1, top),
-        tokens=pick(finished.tokens, candidate_tokens),
-        attention=pick(finished.attention, candidate_attention),
-        count=finished.count + (candidate_scores > float("-inf")).sum(dim=1),
-    )
-
-
-def _gather_beams(values: torch.Tensor, origin: torch.Tensor) -> torch.Tensor:
-    """values (B, K, ...) indexed by origin (B, C) along the beam axis -> (B, C, ...)."""
-    index = origin.view(*origin.shape, *([1] * (values.dim() - 2))).expand(-1, -1, *values.shape[2:])
-    return values.gather(1, index)
-
-
-def _empty_finished(batch_size: int, beam: int, max_length: int, src_len: int, device) -> _Finished:
-    return _Finished(
-        scores=torch.full((batch_size, beam), float("-inf"), device=device),
-        log_probs=torch.full((batch_size, beam), float("-inf"), device=device),
-        tokens=torch.full((batch_size, beam, max_length), PAD, dtype=torch.long, device=device),
-        attention=torch.zeros(batch_size, beam, max_length, src_len, device=device),
-        count=torch.zeros(batch_size, dtype=torch.long, device=device),
+    The model is fed the targets through the same step interface the searches use, so a
+    search's own output scores exactly as the search scored it, on every engine."""
+    assert targets.dim() == 2 and targets.size(0) == src.size(0), "targets (B, T)"
+    encoder_output = model.encode(src, src_lengths)
+    state = model.init_state(encoder_output)
+    prev = torch.full((src.size(0),), BOS, dtype=torch.long, device=src.device)
+    log_probs, attentions, choices, choice_log_probs = [], [], [], []
+    for step in range(targets.size(1)):
+        step_log_probs, state, attention = model.next_log_probs(prev, state, encoder_output)  # (B, V), (B, S)
+        prev = targets[:, step]
+        log_probs.append(step_log_probs.gather(1, prev[:, None]).squeeze(1))
+        attentions.append(attention.float())
+        best_log_probs, best = never_generated(step_log_probs.clone()).max(dim=-1)  # (B,)
+        choices.append(best)
+        choice_log_probs.append(best_log_probs)
+    real = targets != PAD  # (B, T)
+    return TeacherForced(
+        torch.stack(log_probs, dim=1).masked_fill(~real, 0.0),
+        torch.stack(attentions, dim=1),
+        torch.stack(choices, dim=1),
+        torch.stack(choice_log_probs, dim=1),
     )
 
 
@@ -296,46 +295,58 @@ def beam_search(
     src_lengths: torch.Tensor,
     options: SearchOptions,
     observer: Callable[[BeamStep], None] | None = None,
+    forcing: Forcing | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search of a batch: src (B, S), src_lengths (B,) -> per sentence its n_best hypotheses, best first.
 
     A sentence leaves the batch once it is done; the model steps the K beams of the B_a
     sentences still searched. `observer`, when given, sees every step (`BeamStep`): how the
-    search can be replayed; it changes nothing in the result.
+    search can be replayed; it changes nothing in the result. `forcing` says how outputs must
+    begin: while a sentence's prefix is forced it has one live hypothesis.
     """
     assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
     batch_size, src_len, device, beam = src.size(0), src.size(1), src.device, options.beam_size
-    encoder_output = model.encode(src, src_lengths)
-    encoder_output = encoder_output.index_select(torch.arange(batch_size, device=device).repeat_interleave(beam))
+    widen = torch.arange(batch_size, device=device).repeat_interleave(beam)  # (B*K,) each sentence K times
+    encoder_output = model.encode(src, src_lengths).index_select(widen)
     state = model.init_state(encoder_output)  # (B_a*K) rows
     limits = options.length_limits(src_lengths).to(device)  # (B_a,)
     max_limit = int(limits.max())
     start = torch.full((batch_size, beam), float("-inf"), device=device)
     start[:, 0] = 0.0  # all K beams start identical: keep one alive so the first step does not repeat it K times
-    beams = _Beams(start, src.new_empty(batch_size, beam, 0), torch.zeros(batch_size, beam, 0, src_len, device=device))
-    finished = _empty_finished(batch_size, beam, max_limit, src_len, device)  # (B_a, ...) of the active sentences
-    results = _empty_finished(batch_size, beam, max_limit, src_len, device)  # (B, ...) of the done ones
+    beams = Beams(start, src.new_empty(batch_size, beam, 0), torch.zeros(batch_size, beam, 0, src_len, device=device))
+    finished = empty_finished(batch_size, beam, max_limit, src_len, device)  # (B_a, ...) of the active sentences
+    results = empty_finished(batch_size, beam, max_limit, src_len, device)  # (B, ...) of the done ones
     active = torch.arange(batch_size, device=device)  # (B_a,) batch rows still searched
     prev = torch.full((batch_size * beam,), BOS, dtype=torch.long, device=device)
+    spelling = None if forcing is None else forcing.start[widen]  # (B_a*K,) each live hypothesis's
     first_k = torch.arange(2 * beam, device=device)[None, :] < beam  # (1, 2K)
     beam_offsets = torch.arange(beam, device=device)  # (K,)
     for step in range(max_limit):
         step_log_probs, state, attention = model.next_log_probs(prev, state, encoder_output)  # (B_a*K, V), (B_a*K, S)
         rows, vocab_size = active.numel(), step_log_probs.size(-1)
-        step_log_probs = _never_generated(step_log_probs).view(rows, beam, vocab_size)
+        step_log_probs = never_generated(step_log_probs)
         last = step + 1 >= limits  # (B_a,) this is the sentence's last allowed token: it must be EOS
+        if forcing is not None:
+            sentences = active.repeat_interleave(beam)  # (B_a*K,)
+            step_log_probs, in_prefix = forcing.restrict(
+                step_log_probs, step, sentences, spelling, last.repeat_interleave(beam)
+            )
+        step_log_probs = step_log_probs.view(rows, beam, vocab_size)
         not_eos = torch.arange(vocab_size, device=device) != EOS
         step_log_probs = step_log_probs.masked_fill(last[:, None, None] & not_eos, float("-inf"))
         totals = beams.log_probs[:, :, None] + step_log_probs  # (B_a, K, V)
         candidate_log_probs, flat = totals.view(rows, -1).topk(2 * beam, dim=1)  # (B_a, 2K)
         origin, token = flat // vocab_size, flat % vocab_size  # (B_a, 2K) source beam and new token
-        candidate_tokens = torch.cat([_gather_beams(beams.tokens, origin), token[:, :, None]], dim=2)
-        step_attention = _gather_beams(attention.float().view(rows, beam, src_len), origin)  # (B_a, 2K, S)
-        candidate_attention = torch.cat([_gather_beams(beams.attention, origin), step_attention[:, :, None]], dim=2)
+        if forcing is not None:  # each candidate's spelling state: its beam's, advanced by its token
+            prefix_rows = in_prefix.view(rows, beam)[:, :1].expand_as(token)  # (B_a, 2K), one value a sentence
+            spelling = forcing.advance(spelling.view(rows, beam).gather(1, origin), token, prefix_rows)
+        candidate_tokens = torch.cat([gather_beams(beams.tokens, origin), token[:, :, None]], dim=2)
+        step_attention = gather_beams(attention.float().view(rows, beam, src_len), origin)  # (B_a, 2K, S)
+        candidate_attention = torch.cat([gather_beams(beams.attention, origin), step_attention[:, :, None]], dim=2)
         is_eos = token == EOS
         finishing = is_eos & first_k & (candidate_log_probs > float("-inf"))
         penalty = length_penalty(torch.tensor(step + 1), options.length_penalty)
-        finished = _merge_finished(
+        finished = merge_finished(
             finished,
             torch.where(finishing, candidate_log_probs / penalty, float("-inf")),
             torch.where(finishing, candidate_log_probs, float("-inf")),
@@ -355,11 +366,13 @@ def beam_search(
             active, limits, finished = active[keep], limits[keep], finished.rows(keep)
             candidate_log_probs, is_eos, origin = candidate_log_probs[keep], is_eos[keep], origin[keep]
             candidate_tokens, candidate_attention = candidate_tokens[keep], candidate_attention[keep]
+            spelling = None if spelling is None else spelling[keep]
             encoder_output = encoder_output.index_select((keep[:, None] * beam + beam_offsets).view(-1))
         else:
             keep = torch.arange(rows, device=device)
         live_log_probs, pick = candidate_log_probs.masked_fill(is_eos, float("-inf")).topk(beam, dim=1)  # (B_a, K)
-        beams = _Beams(live_log_probs, _gather_beams(candidate_tokens, pick), _gather_beams(candidate_attention, pick))
+        beams = Beams(live_log_probs, gather_beams(candidate_tokens, pick), gather_beams(candidate_attention, pick))
+        spelling = None if spelling is None else spelling.gather(1, pick).view(-1)  # (B_a'*K,)
         state = state.index_select(
             (keep[:, None] * beam + origin.gather(1, pick)).view(-1)
         )  # old rows of the new beams
@@ -377,14 +390,14 @@ def _next_slots(log_probs: torch.Tensor, is_eos: torch.Tensor, done: torch.Tenso
     return torch.full_like(pick, -1).repeat(1, 2).scatter(1, pick, ranks).masked_fill(done[:, None], -1)
 
 
-def _collect(finished: _Finished, src_lengths: torch.Tensor, n_best: int) -> list[list[Hypothesis]]:
+def _collect(finished: Finished, src_lengths: torch.Tensor, n_best: int) -> list[list[Hypothesis]]:
     scores, log_probs = finished.scores.cpu(), finished.log_probs.cpu()
     tokens, attention = finished.tokens.cpu(), finished.attention.cpu()
     results = []
     for i in range(scores.size(0)):
         results.append(
             [
-                _hypothesis(
+                hypothesis_of(
                     tokens[i, k], attention[i, k], float(log_probs[i, k]), float(scores[i, k]), int(src_lengths[i])
                 )
                 for k in range(n_best)
@@ -444,6 +457,18 @@ class _Restricted:
         return Hypothesis(tokens, hypothesis.score, hypothesis.log_prob, hypothesis.attention)
 
 
+def _vocabulary(shortlist: Shortlisting, src: torch.Tensor, prefixes, required) -> torch.Tensor:
+    """The batch's shortlist vocabulary (V',) on src's device, with every id its prefixes may put
+    out and its required phrases hold."""
+    vocabulary = shortlist.vocabulary(src)
+    needed = {token for prefix in prefixes or () if prefix is not None for token in prefix.ids()}
+    needed |= {token for phrases in required or () for phrase in phrases for token in phrase}
+    if needed:
+        added = torch.tensor(sorted(needed), dtype=vocabulary.dtype, device=vocabulary.device)
+        vocabulary = torch.cat([vocabulary, added]).unique()  # sorted
+    return vocabulary.to(src.device)
+
+
 def decode_all(
     model: StepModel,
     src_ids: Sequence[Sequence[int]],
@@ -453,6 +478,8 @@ def decode_all(
     batch_tokens: int | None = None,
     device: torch.device | str = "cpu",
     shortlist: Shortlisting | None = None,
+    prefixes: Sequence[TargetPrefix | None] | None = None,
+    required: Sequence[Sequence[Sequence[int]]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode many id sequences in length-sorted batches; results come back in input order.
 
@@ -462,9 +489,16 @@ def decode_all(
     counts each source K times), so short sentences go in larger batches than long ones.
     Empty sources get one empty hypothesis without running the model. Greedy search is used
     when the options ask for one hypothesis of a beam of one. With a `shortlist`, each batch
-    chooses among its vocabulary only (the union of its sources' candidates): a sentence's
-    result may then depend on the batch it is in.
+    chooses among its vocabulary only (the union of its sources' candidates, and every token
+    a prefix may put out): a sentence's result may then depend on the batch it is in.
+    `prefixes`, one per source (None: free), say how each output must begin (`Forcing`); the
+    caller checks that each fits its sentence's length limit. `required`, one list of phrases
+    (target id lists) per source, are phrases its outputs must contain: a batch with any is
+    searched by `constrained.constrained_beam_search` (with a beam of one for greedy options).
+    Prefixes and required phrases cannot be given together.
     """
+    some_prefix = prefixes is not None and any(prefix is not None for prefix in prefixes)
+    assert not (some_prefix and required is not None and any(required)), "prefixes or required phrases, not both"
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0, torch.zeros(0, 0))] for _ in src_ids]
     order = sorted((i for i, ids in enumerate(src_ids) if len(ids) > 0), key=lambda i: len(src_ids[i]))
     rows = 1 if options.is_greedy else options.beam_size
@@ -475,11 +509,22 @@ def decode_all(
         for row, i in enumerate(chunk):
             src[row, : len(src_ids[i])] = torch.as_tensor(src_ids[i], dtype=torch.long)
         src, lengths = src.to(device), lengths.to(device)
-        searched = model if shortlist is None else _Restricted(model, shortlist.vocabulary(src).to(device))
-        if options.is_greedy:
-            batch_results = [[h] for h in greedy(searched, src, lengths, options)]
+        chunk_prefixes = None if prefixes is None else [prefixes[i] for i in chunk]
+        chunk_required = None if required is None else [required[i] for i in chunk]
+        searched = model
+        if shortlist is not None:
+            searched = _Restricted(model, _vocabulary(shortlist, src, chunk_prefixes, chunk_required))
+        restricted = searched.vocabulary if isinstance(searched, _Restricted) else None
+        forcing = None
+        if chunk_prefixes is not None and any(prefix is not None for prefix in chunk_prefixes):
+            forcing = Forcing.of(chunk_prefixes, restricted, device)
+        if chunk_required is not None and any(chunk_required):
+            requirements = Requirements.of(chunk_required, restricted, device)
+            batch_results = constrained_beam_search(searched, src, lengths, options, requirements)
+        elif options.is_greedy:
+            batch_results = [[h] for h in greedy(searched, src, lengths, options, forcing)]
         else:
-            batch_results = beam_search(searched, src, lengths, options)
+            batch_results = beam_search(searched, src, lengths, options, forcing=forcing)
         if isinstance(searched, _Restricted):
             batch_results = [[searched.ids(h) for h in hypotheses] for hypotheses in batch_results]
         for i, hypotheses in zip(chunk, batch_results, strict=True):

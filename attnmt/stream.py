@@ -24,16 +24,26 @@ from itertools import islice
 
 from attnmt.loading import ModelSpec, load
 from attnmt.search import SearchOptions
-from attnmt.translate import Translation, Translator
+from attnmt.translate import Source, Translation, Translator
 
 WINDOW = 5000  # sentences sorted and translated together
 
 
-def windows(lines: Iterable[str], size: int = WINDOW) -> Iterator[list[str]]:
+Line = str | Source  # a sentence, or one with the start or the phrases its translation must have
+
+
+def windows(lines: Iterable[Line], size: int = WINDOW) -> Iterator[list[Line]]:
     """Consecutive lists of at most `size` lines, read as they are needed."""
     iterator = iter(lines)
     while window := list(islice(iterator, size)):
         yield window
+
+
+def translate_window(
+    translator: Translator, window: list[Line], options: SearchOptions, first_number: int
+) -> list[Translation]:
+    """One window's translations (`Translator.translate_sources`)."""
+    return translator.translate_sources(window, options, first_number=first_number)
 
 
 _worker_translator: Translator | None = None  # one per worker process
@@ -47,13 +57,13 @@ def _start_worker(spec: ModelSpec, threads: int) -> None:
     _worker_translator = load(spec)
 
 
-def _translate_in_worker(sentences: list[str], options: SearchOptions, first_number: int) -> list[Translation]:
+def _translate_in_worker(window: list[Line], options: SearchOptions, first_number: int) -> list[Translation]:
     assert _worker_translator is not None, "worker started without a model"
-    return _worker_translator.translate(sentences, options, first_number=first_number)
+    return translate_window(_worker_translator, window, options, first_number)
 
 
 def translate_windows(
-    lines: Iterable[str],
+    lines: Iterable[Line],
     options: SearchOptions,
     *,
     translator: Translator | None = None,
@@ -61,7 +71,7 @@ def translate_windows(
     workers: int = 1,
     window: int = WINDOW,
 ) -> Iterator[list[Translation]]:
-    """The translations of `lines` a window at a time, in input order.
+    """The translations of `lines` (sentences, or `Source`s) a window at a time, in input order.
 
     One process uses `translator`; with `workers` > 1, each of that many processes loads the
     model `spec` describes, and the CPU's threads are shared among them. A spec that needs
@@ -71,15 +81,13 @@ def translate_windows(
         assert translator is not None, "one process translates with the translator it is given"
         first = 1
         for sentences in windows(lines, window):
-            yield translator.translate(sentences, options, first_number=first)
+            yield translate_window(translator, sentences, options, first)
             first += len(sentences)
         return
     assert spec is not None, "worker processes need to know how to load the model"
     threads = max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")  # fork after torch's thread pools start can hang
-    with ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_start_worker, initargs=(spec, threads)
-    ) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(spec, threads)) as pool:
         pending: deque[Future] = deque()
         first = 1
         for sentences in windows(lines, window):

@@ -43,6 +43,20 @@ class Tokenizer(Protocol):
 
     def detokenize(self, tokens: Sequence[str]) -> str: ...
 
+    def prefix_tokens(self, text: str) -> tuple[list[str], str]:
+        """The start of a text as (the tokens of its complete words, its unfinished last word
+        as `surface` writes it: "" when the text ends with a space or is empty)."""
+        ...
+
+    def surface(self, token: str) -> str:
+        """The text a token puts into a sentence, a word start written as a leading " "."""
+        ...
+
+
+def _ends_a_word(text: str) -> bool:
+    """Whether the text typed so far leaves no word unfinished."""
+    return not text.strip() or text[-1].isspace()
+
 
 # Control characters (whitespace ones excepted: those become spaces) and invisible format
 # characters (soft hyphen, zero-width space, word joiner, BOM) change nothing a reader sees.
@@ -137,6 +151,17 @@ class WordTokenizer:
         if self.lowercase:
             text = text.lower()
         return [piece for word in _token_pattern().findall(text) for piece in _split_word(word, self.lang)]
+
+    def prefix_tokens(self, text: str) -> tuple[list[str], str]:
+        """Complete tokens, and the last token as a word still being typed (`Tokenizer`)."""
+        tokens = self.tokenize(text)
+        if _ends_a_word(text):
+            return tokens, ""
+        return tokens[:-1], self.surface(tokens[-1])
+
+    def surface(self, token: str) -> str:
+        """Every token starts a word of its own: " " + token (the detokenizer's spacing aside)."""
+        return " " + token
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Tokens -> natural text. Two tokens are joined only where the tokenizer splits the
@@ -320,3 +345,18 @@ class SentencePieceTokenizer:
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         return self._processor.decode(list(tokens))
+
+    def prefix_tokens(self, text: str) -> tuple[list[str], str]:
+        """The pieces of the complete words, and the last word as typed (`Tokenizer`): its pieces
+        depend on how it ends, so it is left to be spelled."""
+        finished = _ends_a_word(text)
+        text = normalize_text(text)
+        text = text.lower() if self.lowercase else text
+        if finished:
+            return self.tokenize(text), ""
+        head, _, word = text.rpartition(" ")
+        return (self.tokenize(head) if head else []), " " + word
+
+    def surface(self, token: str) -> str:
+        """A piece's text: SentencePiece's word-start mark "▁" is a space."""
+        return token.replace("▁", " ")

@@ -1,25 +1,41 @@
 """Translation with a trained model: `load(ModelSpec(run_dir)).translate(sentences)` (`loading`).
 
 The path a sentence takes: source tokenizer -> source vocabulary -> `search.decode_all`
-(length-sorted batches, greedy or beam) -> target vocabulary -> detokenizer. `explain` replays
-one sentence's search step by step; the pictures draw a translation's attention. Scoring
-translations is `evaluation`; reading the user's text files is `textfiles`.
+(length-sorted batches, greedy or beam) -> target vocabulary -> detokenizer. A translation may
+be steered: a prefix it continues, or phrases it must contain. `score` gives the model's
+reading of a given translation, `align` a translation's word alignment, `explain` replays one
+sentence's search step by step; the pictures draw a translation's attention. Scoring against
+references is `evaluation`; reading the user's text files is `textfiles`.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
+from attnmt.alignment import alignment, word_of_tokens
 from attnmt.config import Config
+from attnmt.constrained import missing
 from attnmt.data import TextCodec
 from attnmt.plot import attention_grid, attention_heatmap
-from attnmt.search import BeamStep, SearchOptions, Shortlisting, StepModel, beam_search, decode_all
+from attnmt.prefix import Prefix, parse, surfaces
+from attnmt.search import (
+    BeamStep,
+    SearchOptions,
+    Shortlisting,
+    StepModel,
+    beam_search,
+    decode_all,
+    length_penalty,
+    teacher_forced,
+)
 from attnmt.utils import Say, UserError
+from attnmt.vocab import EOS, PAD, UNK
 
 # Longer sources are cut to this many tokens (with a warning): the encoder and the search's
 # length limit grow with the source, and a runaway line (a whole file without newlines)
@@ -30,6 +46,15 @@ EOS_LABEL = "</s>"
 
 def _warn(message: str) -> None:
     print(f"attnmt: warning: {message}", file=sys.stderr)
+
+
+class Source(NamedTuple):
+    """A sentence to translate with how its translation must go: the start it continues
+    (`prefix`, "" for none) or the phrases it must contain (`required`)."""
+
+    text: str
+    prefix: str = ""
+    required: tuple[str, ...] = ()
 
 
 @dataclass
@@ -49,6 +74,19 @@ class Translation:
     log_prob: float  # summed log-probability of the tokens and </s>
     attention: torch.Tensor
     alternatives: list[Translation] = field(default_factory=list)
+    token_log_probs: list[float] = field(default_factory=list)  # each token's, then </s>'s: when scored
+    missing: list[str] = field(default_factory=list)  # required phrases it lacks: its length limit left no room
+    # When scored: at each step (each token, then </s>) the model's own most probable token, and its log-probability
+    choices: list[str] = field(default_factory=list)
+    choice_log_probs: list[float] = field(default_factory=list)
+
+
+def _padded(sequences: Sequence[Sequence[int]]) -> torch.Tensor:
+    """Id sequences -> (B, L) long, PAD after each."""
+    padded = torch.full((len(sequences), max(len(ids) for ids in sequences)), PAD, dtype=torch.long)
+    for row, ids in enumerate(sequences):
+        padded[row, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+    return padded
 
 
 def _rows(attention: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
@@ -112,6 +150,7 @@ class Translator:
         self.members = list(members) or [checkpoint]
         self.parameters = parameters
         self.shortlist = shortlist
+        self._target_surfaces: list[str | None] | None = None  # each target id's text, for prefixes
 
     def search_options(self, **overrides) -> SearchOptions:
         """The run's `decode` settings as SearchOptions, with `overrides` (None keeps a setting);
@@ -123,14 +162,23 @@ class Translator:
         sentences: Sequence[str],
         options: SearchOptions | None = None,
         *,
+        prefixes: Sequence[str | None] | None = None,
+        required: Sequence[Sequence[str]] | None = None,
         first_number: int = 1,
         say: Say = _warn,
     ) -> list[Translation]:
         """One Translation per sentence, in order, searched as `options` say (default: the run's
         decode settings). Empty or blank sentences give empty translations; sources over
         MAX_SOURCE_TOKENS are truncated with a warning, told by `say`, that names the sentence
-        (numbered from `first_number`)."""
+        (numbered from `first_number`). `prefixes`, one per sentence (None or "": free), are the
+        starts of the translations, which the search continues (`attnmt.prefix`). `required`,
+        one list of phrases per sentence, are target phrases its translations must contain
+        (`attnmt.constrained`); a phrase its length limit left no room for is named in the
+        translation's `missing` and told by `say`. Prefixes and required phrases exclude each other."""
         options = self.search_options() if options is None else options
+        if prefixes is not None and required is not None and any(prefixes) and any(required):
+            raise UserError("a prefix and required phrases cannot be asked of one call: give one", field="require")
+        phrase_ids = None if required is None else self._parse_required(required, len(sentences), first_number)
         source_tokens = [self.codec.source_tokens(sentence) for sentence in sentences]
         for index, tokens in enumerate(source_tokens):
             if len(tokens) > MAX_SOURCE_TOKENS:
@@ -147,14 +195,164 @@ class Translator:
             batch_tokens=self.config.decode.batch_tokens,
             device=self.device,
             shortlist=self.shortlist,
+            prefixes=None if prefixes is None else self._parse_prefixes(prefixes, source_tokens, options, first_number),
+            required=phrase_ids,
         )
         results = []
-        for sentence, tokens, candidates in zip(sentences, source_tokens, hypotheses, strict=True):
+        for index, (sentence, tokens, candidates) in enumerate(zip(sentences, source_tokens, hypotheses, strict=True)):
             # decode_all gives an empty source one empty hypothesis, so `outputs` is never empty.
             best, *alternatives = [self._translation(sentence, tokens, hypothesis) for hypothesis in candidates]
             best.alternatives = alternatives
+            if phrase_ids is not None and phrase_ids[index]:
+                for translation, hypothesis in zip([best, *alternatives], candidates, strict=True):
+                    translation.missing = [required[index][k] for k in missing(hypothesis.tokens, phrase_ids[index])]
+                if best.missing:
+                    names = ", ".join(repr(phrase) for phrase in best.missing)
+                    say(f"sentence {first_number + index}: its length limit left no room for {names}")
             results.append(best)
         return results
+
+    def translate_sources(
+        self, sources: Sequence[str | Source], options: SearchOptions | None = None, *, first_number: int = 1, say=_warn
+    ) -> list[Translation]:
+        """`translate` of sentences given as text or as `Source`s, whose prefixes are continued and
+        whose required phrases are met."""
+        if all(isinstance(source, str) for source in sources):
+            return self.translate(sources, options, first_number=first_number, say=say)
+        sources = [Source(source) if isinstance(source, str) else source for source in sources]
+        prefixes = [source.prefix for source in sources] if any(source.prefix for source in sources) else None
+        required = [list(source.required) for source in sources] if any(s.required for s in sources) else None
+        texts = [source.text for source in sources]
+        return self.translate(texts, options, prefixes=prefixes, required=required, first_number=first_number, say=say)
+
+    def check_required(self, required: Sequence[Sequence[str]], first_number: int = 1) -> None:
+        """What `translate` would refuse of these required phrases (one list per sentence), as its UserError."""
+        self._parse_required(required, len(required), first_number)
+
+    def _parse_required(self, required: Sequence[Sequence[str]], count: int, first: int) -> list[list[list[int]]]:
+        """Each sentence's required phrases as target ids; an empty phrase, or one of unknown tokens only,
+        is a UserError naming the sentence."""
+        if len(required) != count:
+            raise UserError(f"{len(required)} lists of required phrases for {count} sentences", field="require")
+        parsed = []
+        for index, phrases in enumerate(required):
+            ids = []
+            for phrase in phrases:
+                tokens = self.codec.encode_target(phrase)
+                if not tokens:
+                    raise UserError(f"sentence {first + index}: a required phrase is empty", field="require")
+                if all(token == UNK for token in tokens):
+                    raise UserError(
+                        f"sentence {first + index}: required {phrase!r}: every token is unknown to the model's "
+                        "target vocabulary",
+                        field="require",
+                    )
+                ids.append(tokens)
+            parsed.append(ids)
+        return parsed
+
+    def check_prefixes(
+        self, sentences: Sequence[str], prefixes: Sequence[str | None], options: SearchOptions, first_number: int = 1
+    ) -> None:
+        """What `translate` would refuse of these prefixes, as the UserError it would raise
+        (sentences numbered from `first_number`): a server checks each request before it joins
+        a batch with others."""
+        source_tokens = [self.codec.source_tokens(sentence)[:MAX_SOURCE_TOKENS] for sentence in sentences]
+        self._parse_prefixes(prefixes, source_tokens, options, first_number)
+
+    def _parse_prefixes(
+        self, texts: Sequence[str | None], source_tokens: Sequence[list[str]], options: SearchOptions, first: int
+    ) -> list[Prefix | None]:
+        """Each sentence's prefix parsed, and checked to leave room for EOS within its length limit."""
+        if len(texts) != len(source_tokens):
+            raise UserError(f"{len(texts)} prefixes for {len(source_tokens)} sentences", field="prefix")
+        if self._target_surfaces is None:
+            self._target_surfaces = surfaces(self.codec.tgt_tokenizer, self.codec.tgt_vocab)
+        limits = options.length_limits(torch.tensor([len(tokens) for tokens in source_tokens]))
+        parsed: list[Prefix | None] = []
+        for index, (text, tokens) in enumerate(zip(texts, source_tokens, strict=True)):
+            if not text:
+                parsed.append(None)
+                continue
+            where = f"sentence {first + index}"
+            if not tokens:
+                raise UserError(f"{where} is empty: there is nothing for its prefix to continue", field="prefix")
+            try:
+                prefix = parse(text, self.codec.tgt_tokenizer, self.codec.tgt_vocab, self._target_surfaces)
+            except UserError as error:
+                raise UserError(f"{where}: prefix {error.problem}", field="prefix") from None
+            room = int(limits[index]) - 1  # tokens before the EOS that ends every output
+            if prefix.min_tokens() > room:
+                raise UserError(
+                    f"{where}: its prefix takes {prefix.min_tokens()} tokens, more than the {room} its length "
+                    "limit leaves before EOS (decode.max_length_a, decode.max_length_b)",
+                    field="prefix",
+                )
+            parsed.append(prefix)
+        return parsed
+
+    def score(
+        self,
+        sentences: Sequence[str],
+        targets: Sequence[str],
+        options: SearchOptions | None = None,
+        *,
+        first_number: int = 1,
+        batch_size: int = 64,
+    ) -> list[Translation]:
+        """Each given target as a Translation of its sentence: the model's log-probability of
+        each of its tokens and of </s> (`token_log_probs`), their sum, the score under the
+        length penalty of `options` (default: the run's), and the attention of each step, all as
+        the model computes them when it puts out those tokens itself. The whole vocabulary is
+        scored, never a shortlist. An empty sentence is a UserError naming it (numbered from
+        `first_number`)."""
+        if len(sentences) != len(targets):
+            raise UserError(f"{len(sentences)} sentences but {len(targets)} targets", field="target")
+        options = self.search_options() if options is None else options
+        source_tokens = [self.codec.source_tokens(sentence)[:MAX_SOURCE_TOKENS] for sentence in sentences]
+        for index, tokens in enumerate(source_tokens):
+            if not tokens:
+                raise UserError(f"sentence {first_number + index} is empty: there is nothing to score", field="source")
+        target_ids = [[*self.codec.encode_target(target), EOS] for target in targets]
+        results = []
+        for start in range(0, len(sentences), batch_size):
+            rows = range(start, min(start + batch_size, len(sentences)))
+            src = _padded([self.codec.src_vocab.encode(source_tokens[i]) for i in rows]).to(self.device)
+            lengths = torch.tensor([len(source_tokens[i]) for i in rows], device=self.device)
+            forced = _padded([target_ids[i] for i in rows]).to(self.device)
+            fed = teacher_forced(self.model, src, lengths, forced)
+            log_probs, attention = fed.log_probs.cpu(), fed.attention.cpu()
+            choices, choice_log_probs = fed.choices.cpu(), fed.choice_log_probs.cpu()
+            for row, i in enumerate(rows):
+                steps = len(target_ids[i])
+                token_log_probs = log_probs[row, :steps].tolist()
+                total = sum(token_log_probs)
+                penalty = float(length_penalty(torch.tensor(steps), options.length_penalty))
+                tokens = self.codec.target_tokens(target_ids[i])
+                results.append(
+                    Translation(
+                        source=sentences[i],
+                        text=targets[i],
+                        tokens=tokens,
+                        source_tokens=source_tokens[i],
+                        score=total / penalty,
+                        log_prob=total,
+                        attention=attention[row, :steps, : len(source_tokens[i])].clone(),
+                        token_log_probs=token_log_probs,
+                        choices=[self.codec.tgt_vocab.id_to_token(int(t)) for t in choices[row, :steps]],
+                        choice_log_probs=choice_log_probs[row, :steps].tolist(),
+                    )
+                )
+        return results
+
+    def align(self, translation: Translation) -> list[tuple[int, int]]:
+        """The translation's word alignment from its attention (`alignment`): sorted (source
+        word, target word) pairs over the words of the detokenized source and target."""
+        source = self.codec.src_tokenizer
+        source_text = source.detokenize(translation.source_tokens)
+        source_words = word_of_tokens(translation.source_tokens, source_text, source.surface)
+        target_words = word_of_tokens(translation.tokens, translation.text, self.codec.tgt_tokenizer.surface)
+        return alignment(translation.attention, source_words, target_words)
 
     def explain(self, sentence: str, options: SearchOptions | None = None) -> Explanation:
         """Beam search of one sentence, every step recorded: enough to replay it. With a beam of
@@ -248,10 +446,32 @@ def write_heatmaps(translations: Sequence[Translation], out_dir: str | Path, fir
     return drawn
 
 
-def nbest_lines(translations: Sequence[Translation], first_index: int = 0) -> list[str]:
-    """Moses-style n-best lines `i ||| text ||| score`, i counted from `first_index`."""
+def scored_record(translation: Translation, with_attention: bool) -> dict:
+    """A scored translation (`Translator.score`) as `attnmt score` writes it and /v1/score sends it."""
+    fields = {
+        "source": translation.source,
+        "target": translation.text,
+        "source_tokens": translation.source_tokens,
+        "tokens": translation.tokens,
+        "token_log_probs": translation.token_log_probs,
+        "log_prob": translation.log_prob,
+        "score": translation.score,
+        "choices": translation.choices,
+        "choice_log_probs": translation.choice_log_probs,
+    }
+    if with_attention:
+        fields["attention"] = translation.attention.tolist()
+    return fields
+
+
+def nbest_lines(
+    translations: Sequence[Translation], first_index: int = 0, aligned: Callable[[Translation], str] | None = None
+) -> list[str]:
+    """Moses-style n-best lines `i ||| text ||| score`, i counted from `first_index`; with
+    `aligned`, a fourth field: each hypothesis's word alignment as it writes it."""
     lines = []
     for offset, translation in enumerate(translations):
         for candidate in [translation, *translation.alternatives]:
-            lines.append(f"{first_index + offset} ||| {candidate.text} ||| {candidate.score:.4f}")
+            line = f"{first_index + offset} ||| {candidate.text} ||| {candidate.score:.4f}"
+            lines.append(line if aligned is None else f"{line} ||| {aligned(candidate)}")
     return lines

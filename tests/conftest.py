@@ -111,3 +111,24 @@ def dot_reverse_run(tmp_path_factory) -> Path:
         patch.setenv("ATTNMT_CACHE", str(run_dir.parent / "cache"))
         fit(load_config(None, overrides), log=lambda *args, **kwargs: None)
     return run_dir
+
+
+@pytest.fixture(scope="session", params=["bahdanau-additive", "luong-general-2-layers-lstm"])
+def tiny(request, tmp_path_factory):
+    """A tiny reverse-task run of one decoder (40 steps) with a shortlist of the specials and one
+    token (`tiny / "run"`), and its export, made after the shortlist (`tiny / "export"`): what
+    the shortlist and steering tests decode with every engine. Read only."""
+    from attnmt.export import export_onnx
+    from attnmt.loading import ModelSpec, load
+    from attnmt.shortlist import Shortlist, save, vocab_digest
+    from tests.test_export import MODELS, train_tiny
+
+    folder = tmp_path_factory.mktemp(request.param)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATTNMT_CACHE", str(folder / "cache"))
+        train_tiny(folder / "run", MODELS[request.param])
+    codec = load(ModelSpec(folder / "run", device="cpu")).codec
+    digests = vocab_digest(codec.src_vocab), vocab_digest(codec.tgt_vocab)
+    save(Shortlist(torch.full((len(codec.src_vocab), 1), -1), torch.tensor([4]), *digests), folder / "run")
+    export_onnx(folder / "run", folder / "export")
+    return folder

@@ -116,3 +116,26 @@ def test_an_error_is_shown_not_thrown(page):
     page.fill("#source", "a b")
     page.click("#translate-button")
     expect(page.locator("#status")).not_to_have_class(re.compile(r"\berror\b"))
+
+
+def test_type_the_start_of_a_translation_then_require_a_term(page):
+    page.click('.tab[data-tab="translate"]')
+    page.fill("#source", "a b c d e")
+    page.fill("#prefix", "e d")  # typing is enough: the continuation follows once it pauses
+    expect(page.locator("#translation")).to_have_text(re.compile(r"^e d\b"))
+    assert page.locator("#heatmap text.out-token").all_text_contents()[:2] == ["e", "d"]
+    page.fill("#prefix", "")
+    page.fill("#require", "x")
+    expect(page.locator("#translation")).to_have_text(re.compile(r"\bx\b"))
+    page.fill("#require", "")
+
+
+def test_score_your_own_translation(page):
+    page.fill("#source", "a b c")
+    page.click('.tab[data-tab="score"]')
+    page.fill("#own", "c b a")
+    page.click("#score-button")
+    expect(page.locator("#scored tr")).to_have_count(1 + 4)  # a header, three tokens and </s>
+    assert page.locator("#scored td.token").all_text_contents() == ["c", "b", "a", "</s>"]
+    expect(page.locator("#score-heatmap rect.cell")).to_have_count(4 * 3)
+    page.click('.tab[data-tab="translate"]')

@@ -356,6 +356,9 @@ def test_every_endpoint_answers_with_the_body_its_schema_model_documents(client)
             "/v1/translate", json={"sentences": SENTENCES[:3], "beam_size": 3, "n_best": 2, "return_attention": True}
         ),
         ("/v1/explain", "POST"): client.post("/v1/explain", json={"sentence": "a b c", "beam_size": 2}),
+        ("/v1/score", "POST"): client.post(
+            "/v1/score", json={"sentences": ["a b c"], "targets": ["c b a"], "return_attention": True}
+        ),
         ("/v1/models/{name}/examples", "GET"): client.get("/v1/models/dot/examples"),
         ("/v1/models/{name}/analysis", "GET"): client.get("/v1/models/dot/analysis"),
     }
@@ -371,10 +374,11 @@ def test_every_endpoint_answers_with_the_body_its_schema_model_documents(client)
     refusals = [
         client.post("/v1/translate", json={"sentences": ["a"], "beam_size": 5}),
         client.post("/v1/explain", json={"sentence": "a", "model": "nope"}),
+        client.post("/v1/score", json={"sentences": ["a"], "targets": ["a", "b"]}),
         client.get("/v1/models/nope/analysis"),
         client.post("/v1/translate", content=b"{" + b" " * 5000 + b"}", headers={"content-type": "application/json"}),
     ]
-    assert [response.status_code for response in refusals] == [422, 404, 404, 413]
+    assert [response.status_code for response in refusals] == [422, 404, 422, 404, 413]
     for response in refusals:
         ErrorBody.model_validate_json(response.content)
 

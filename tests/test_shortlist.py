@@ -18,7 +18,7 @@ from attnmt.translate import Translator
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS, SPECIALS, Vocab
 from tests.cli_helpers import run_error, run_ok
-from tests.test_export import MODELS, assert_same_translations, train_tiny
+from tests.test_export import assert_same_translations
 
 
 def vocab(size: int, prefix: str) -> Vocab:
@@ -58,22 +58,6 @@ def test_a_batch_vocabulary_is_sorted_and_holds_the_specials_the_frequent_and_it
     shortlist = Shortlist(candidates, torch.tensor([4, 20]), "a", "b")
     src = torch.tensor([[4, 5, 0], [5, 0, 0]])  # 6 appears nowhere: its candidates stay out
     assert shortlist.vocabulary(src).tolist() == [0, 1, 2, 3, 4, 7, 9, 20]
-
-
-DECODERS = ["bahdanau-additive", "luong-general-2-layers-lstm"]
-
-
-@pytest.fixture(scope="module", params=DECODERS)
-def tiny(request, tmp_path_factory):
-    """A tiny run of one decoder with a shortlist file, and its export (with the restricted step graph)."""
-    folder = tmp_path_factory.mktemp(request.param)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ATTNMT_CACHE", str(folder / "cache"))
-        train_tiny(folder / "run", MODELS[request.param])
-    codec = load(ModelSpec(folder / "run", device="cpu")).codec
-    save(Shortlist(torch.full((len(codec.src_vocab), 1), -1), torch.tensor([4]), "", ""), folder / "run")
-    export_onnx(folder / "run", folder / "export")
-    return folder
 
 
 ENGINES = ["torch", "onnxruntime", "onnxruntime-renormalized", "ensemble"]

@@ -27,6 +27,7 @@ from attnmt.cli import (
     evaluate,
     export,
     plot,
+    score,
     serve,
     shortlist,
     sweep,
@@ -37,7 +38,7 @@ from attnmt.cli import (
 from attnmt.cli.common import FLAGS
 from attnmt.utils import Interrupted, UserError
 
-COMMANDS = (validate, train, data, translate, distill, shortlist, evaluate, average, plot, export, sweep, serve)
+COMMANDS = (validate, train, data, translate, score, distill, shortlist, evaluate, average, plot, export, sweep, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,11 +8,16 @@ command line's face of a `UserError`'s field: the flag a user typed for the sett
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import TextIO
 
 from rich.console import Console
 
+from attnmt.quantize import BLEU_BOUND
 from attnmt.quantize import CHOICES as QUANTIZE_CHOICES
-from attnmt.utils import Say
+from attnmt.utils import Say, UserError, atomic_path
 
 # A UserError's field -> the flag that sets it. A field without a flag here is a config key (or
 # has no flag) and is shown as it is named.
@@ -25,6 +30,10 @@ FLAGS = {
     "engine": "--engine",
     "quantize": "--quantize",
     "shortlist": "--shortlist",
+    "fast": "--fast",
+    "prefix": "--prefix",
+    "require": "--require",
+    "fast_bound": "--fast-bound",
     "ensemble_attention": "--ensemble-attention",
     "data_dir": "--data-dir",
     "overrides": "--set",
@@ -88,6 +97,36 @@ def add_loading_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_fast_arguments(parser: argparse.ArgumentParser) -> None:
+    """The fast preset (`attnmt.fast`), for the commands that translate with a loaded model."""
+    parser.add_argument(
+        "--fast",
+        action="store_true",
+        help="int8, the shortlist and the beam size chosen once on the valid split (stored in the run's fast.json)",
+    )
+    parser.add_argument(
+        "--fast-bound",
+        type=float,
+        default=BLEU_BOUND,
+        metavar="BLEU",
+        help=f"the most valid BLEU the fast preset may lose against the run's own search (default {BLEU_BOUND})",
+    )
+
+
+def fast_specs(args: argparse.Namespace, specs: list, console: Console) -> list:
+    """`specs` as loaded with the fast preset when --fast asks for it; its choices are told on stderr."""
+    if not args.fast:
+        if args.fast_bound != BLEU_BOUND:
+            raise UserError("a bound for the fast preset needs --fast too", field="fast_bound")
+        return specs
+    if getattr(args, "beam", None) is not None:
+        raise UserError("the fast preset chooses the beam size itself: drop --beam", field="fast")
+    from attnmt.fast import fast_spec  # torch: loaded only by the commands that load a model
+
+    say = printer(Console(stderr=True), style="dim")
+    return [fast_spec(spec, bound=args.fast_bound, say=say) for spec in specs]
+
+
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--beam", type=int, metavar="K", help="beam size (default: the run's decode.beam_size); 1 = greedy"
@@ -111,9 +150,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, several: bool = Fals
     add_search_arguments(parser)
 
 
-def model_spec(
-    args: argparse.Namespace, paths, *, ensemble_attention: str | int = "mean", data_dir: str | None = None
-):
+def model_spec(args: argparse.Namespace, paths, *, ensemble_attention: str | int = "mean", data_dir: str | None = None):
     """The `ModelSpec` of `paths`, loaded as the arguments of `add_loading_arguments` say."""
     from attnmt.loading import ModelSpec  # torch: loaded only by the commands that load a model
 
@@ -152,3 +189,16 @@ def float_list(text: str) -> list[float]:
         return [float(item) for item in text.split(",") if item.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+@contextlib.contextmanager
+def output_stream(path: str | None) -> Iterator[TextIO]:
+    """stdout, or a file that appears (atomically) only once everything is written (--output)."""
+    if path is None:
+        yield sys.stdout
+        return
+    try:
+        with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as handle:
+            yield handle
+    except OSError as exc:
+        raise UserError(f"--output {path}: cannot write ({exc.strerror or exc})") from None

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
 from rich.console import Console
 
-from attnmt.cli.common import add_model_arguments, model_spec
-from attnmt.utils import UserError, atomic_path
+from attnmt.cli.common import add_fast_arguments, add_model_arguments, fast_specs, model_spec, output_stream
+from attnmt.utils import UserError
 
 GRID_SENTENCES = 6  # sentences drawn in --attention's grid.png
 
@@ -29,9 +29,34 @@ def _member_or_mean(text: str) -> str | int:
 def add_parser(commands) -> None:
     parser = commands.add_parser("translate", help="translate sentences (arguments, a file, or stdin)")
     add_model_arguments(parser)
+    add_fast_arguments(parser)
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="sentences to translate")
     parser.add_argument("--input", metavar="FILE", help="one sentence per line ('-': stdin)")
     parser.add_argument("--output", metavar="FILE", help="write translations here (default: stdout)")
+    parser.add_argument(
+        "--prefix",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="the start of a SENTENCE's translation, to be continued (one per SENTENCE, in order)",
+    )
+    parser.add_argument(
+        "--prefix-column",
+        action="store_true",
+        help="each --input line is SOURCE<TAB>PREFIX: the translation continues PREFIX (no tab: none)",
+    )
+    parser.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="PHRASE",
+        help="a target phrase every translation must contain (repeatable; for every sentence)",
+    )
+    parser.add_argument(
+        "--require-column",
+        action="store_true",
+        help="each --input line is SOURCE<TAB>PHRASE<TAB>...: phrases its translation must contain",
+    )
     parser.add_argument(
         "--n-best",
         type=int,
@@ -39,6 +64,11 @@ def add_parser(commands) -> None:
         help="print N hypotheses a sentence as 'i ||| text ||| score' lines (default: the run's decode.n_best)",
     )
     parser.add_argument("--attention", metavar="OUT_DIR", help="write OUT_DIR/0001.png ... and grid.png")
+    parser.add_argument(
+        "--alignment",
+        action="store_true",
+        help="add each translation's word alignment from attention after ' ||| ' (Pharaoh i-j, words from 0)",
+    )
     parser.add_argument(
         "--workers", type=int, default=1, metavar="N", help="translate in N processes, the CPU's threads shared"
     )
@@ -59,52 +89,84 @@ def add_parser(commands) -> None:
     parser.set_defaults(run=run)
 
 
-@contextlib.contextmanager
-def _output_stream(path: str | None) -> Iterator[TextIO]:
-    """stdout, or a file that appears (atomically) only once everything is written."""
-    if path is None:
-        yield sys.stdout
-        return
-    try:
-        with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as handle:
-            yield handle
-    except OSError as exc:
-        raise UserError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+def _check_steering(args: argparse.Namespace) -> None:
+    """Refuse prefixes and required phrases that do not fit the sentences given."""
+    if args.prefix and not args.sentences:
+        raise UserError("--prefix goes with SENTENCE arguments; for --input lines use --prefix-column", field="prefix")
+    if args.prefix and len(args.prefix) != len(args.sentences):
+        counts = f"{len(args.prefix)} prefixes for {len(args.sentences)} sentences"
+        raise UserError(f"{counts}: give one each", field="prefix")
+    if (args.prefix_column or args.require_column) and args.sentences:
+        raise UserError("a column option reads --input lines; for SENTENCE arguments use --prefix or --require")
+    if args.prefix_column and args.require_column:
+        raise UserError("--prefix-column or --require-column: an --input line has one kind of second column")
+    if (args.prefix or args.prefix_column) and (args.require or args.require_column):
+        raise UserError("a prefix and required phrases cannot be asked of one call: give one", field="require")
+
+
+def _sources(lines: Iterable[str], args: argparse.Namespace) -> Iterator:
+    """Each line as translate_windows takes it: as it is, or a `Source` with its prefix or
+    required phrases (a tab-separated column, or --require for every line)."""
+    from attnmt.translate import Source
+
+    for line in lines:
+        if args.prefix_column:
+            source, _, prefix = line.partition("\t")
+            yield Source(source, prefix=prefix)
+        elif args.require_column or args.require:
+            source, *phrases = line.split("\t") if args.require_column else [line]
+            yield Source(source, required=(*phrases, *args.require))
+        else:
+            yield line
 
 
 def run(args: argparse.Namespace, console: Console) -> None:
+    from attnmt.alignment import pharaoh
     from attnmt.loading import load  # torch: not loaded to build the parser
-    from attnmt.stream import StreamProgress, translate_windows
+    from attnmt.stream import StreamProgress, translate_window, translate_windows
     from attnmt.textfiles import count_lines, prompt_lines, stream_lines
+    from attnmt.translate import Source
 
     if args.workers < 1:
         raise UserError(f"expected at least 1 process, got {args.workers}", field="workers")
     if args.sentences and args.input:
         raise UserError("give sentences as arguments or with --input FILE, not both")
+    _check_steering(args)
     spec = model_spec(args, [args.run_dir, *args.ensemble], ensemble_attention=args.ensemble_attention)
+    [spec] = fast_specs(args, [spec], console)
     with contextlib.ExitStack() as stack:
         spec = stack.enter_context(spec.exported())  # a run on onnxruntime: exported once, for every process
         translator = load(spec)
         n_best = translator.config.decode.n_best if args.n_best is None else args.n_best
         options = translator.search_options(beam_size=args.beam, n_best=n_best, length_penalty=args.length_penalty)
-        out = stack.enter_context(_output_stream(args.output))
+        out = stack.enter_context(output_stream(args.output))
         if not args.sentences and args.input is None and sys.stdin.isatty():  # typed lines, answered at once
-            chunks = (translator.translate(line, options) for line in prompt_lines())
+            typed = (list(_sources(line, args)) for line in prompt_lines())
+            chunks = (translate_window(translator, line, options, 1) for line in typed)
         else:
-            lines = list(args.sentences) if args.sentences else stream_lines(args.input)
+            if args.prefix:
+                pairs = zip(args.sentences, args.prefix, strict=True)
+                lines = [Source(sentence, prefix=prefix) for sentence, prefix in pairs]
+            else:
+                lines = _sources(args.sentences or stream_lines(args.input), args)
             chunks = translate_windows(lines, options, translator=translator, spec=spec, workers=args.workers)
         total = count_lines(args.input) if args.input not in (None, "-") and not args.sentences else None
         progress = stack.enter_context(contextlib.closing(StreamProgress(total)))
-        _write_translations(chunks, out, progress, n_best=n_best, attention=args.attention)
+        aligned = (lambda translation: pharaoh(translator.align(translation))) if args.alignment else None
+        _write_translations(chunks, out, progress, n_best=n_best, attention=args.attention, aligned=aligned)
 
 
-def _write_translations(chunks, out: TextIO, progress, *, n_best: int, attention: str | None) -> None:
-    """Each chunk's lines (or n-best lines) as soon as it is translated, and heatmaps when asked."""
+def _write_translations(chunks, out: TextIO, progress, *, n_best: int, attention: str | None, aligned=None) -> None:
+    """Each chunk's lines (or n-best lines) as soon as it is translated, with its alignment after
+    ' ||| ' when `aligned` writes one, and heatmaps when asked."""
     from attnmt.translate import heatmap_grid, nbest_lines, write_heatmaps
 
     done, shown = 0, []
     for translations in chunks:
-        lines = nbest_lines(translations, first_index=done) if n_best > 1 else [t.text for t in translations]
+        if n_best > 1:
+            lines = nbest_lines(translations, first_index=done, aligned=aligned)
+        else:
+            lines = [t.text if aligned is None else f"{t.text} ||| {aligned(t)}" for t in translations]
         out.write("".join(line + "\n" for line in lines))
         out.flush()
         progress.update(translations)

@@ -22,19 +22,19 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from attnmt.search import SearchOptions
-from attnmt.translate import Translation
+from attnmt.translate import Source, Translation
 
 QueueFull = queue.Full
 
-# translate(model name, sentences, options) -> one Translation per sentence
-Translate = Callable[[str, Sequence[str], SearchOptions], list[Translation]]
+# translate(model name, sentences (text or `Source`s), options) -> one Translation per sentence
+Translate = Callable[[str, Sequence[str | Source], SearchOptions], list[Translation]]
 
 
 @dataclass
 class _Job:
     model: str
     options: SearchOptions
-    sentences: Sequence[str]
+    sentences: Sequence[str | Source]
     future: Future = field(default_factory=Future)
 
 
@@ -66,8 +66,9 @@ class Batcher:
         self._thread = threading.Thread(target=self._work, name="attnmt-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, model: str, sentences: Sequence[str], options: SearchOptions) -> Future:
-        """A future of the sentences' Translations; QueueFull when the queue is at its bound."""
+    def submit(self, model: str, sentences: Sequence[str | Source], options: SearchOptions) -> Future:
+        """A future of the sentences' Translations (a `Source`'s prefix continued, its required
+        phrases met); QueueFull when the queue is at its bound."""
         job = _Job(model, options, sentences)
         self._queue.put_nowait(job)
         return job.future

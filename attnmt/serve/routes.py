@@ -28,11 +28,14 @@ from attnmt.serve.schemas import (
     HealthResponse,
     ModelsResponse,
     RequestRefused,
+    ScoreRequest,
+    ScoreResponse,
     TranslateRequest,
     TranslateResponse,
     check_limits,
 )
 from attnmt.serve.state import Server
+from attnmt.translate import Source, scored_record
 from attnmt.utils import UserError
 
 STATIC = resources.files("attnmt.serve") / "static"
@@ -67,17 +70,52 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
     check_limits(request, state.limits)
     run = state.served(request.model)
     options = state.search_options(run, request, request.n_best)
+    sources = _sources(request)
+    if request.prefixes is not None:  # checked alone: a bad one must not fail the batch it would join
+        try:
+            run.translator.check_prefixes(request.sentences, request.prefixes, options, first_number=0)
+        except UserError as error:
+            raise RequestRefused("prefixes", error.problem) from None
+    if request.constraints is not None:
+        try:
+            run.translator.check_required(request.constraints, first_number=0)
+        except UserError as error:
+            raise RequestRefused("constraints", error.problem) from None
     try:
-        future = state.batcher.submit(run.name, request.sentences, options)
+        future = state.batcher.submit(run.name, sources, options)
     except QueueFull:
         limit = state.limits.max_queue
         raise RequestRefused("server", "too many requests queued; try again shortly", limit, 503) from None
     translations = await state.within_timeout(asyncio.wrap_future(future))
-    return TranslateResponse(
-        model=run.name,
-        beam_size=options.beam_size,
-        translations=[sentence_json(t, request.return_attention) for t in translations],
-    )
+    answers = [sentence_json(t, request.return_attention) for t in translations]
+    if request.constraints is not None:
+        for answer, translation in zip(answers, translations, strict=True):
+            answer["unmet_constraints"] = translation.missing
+    return TranslateResponse(model=run.name, beam_size=options.beam_size, translations=answers)
+
+
+def _sources(request: TranslateRequest) -> list:
+    """The request's sentences, each with its prefix or constraints when it has them."""
+    prefixes = request.prefixes or [""] * len(request.sentences)
+    required = request.constraints or [[] for _ in request.sentences]
+    return [
+        Source(text, prefix=prefix, required=tuple(phrases))
+        for text, prefix, phrases in zip(request.sentences, prefixes, required, strict=True)
+    ]
+
+
+@router.post("/v1/score", responses=ERRORS, response_model_exclude_unset=True)
+async def score(request: ScoreRequest, state: Server) -> ScoreResponse:
+    check_limits(request, state.limits)
+    run = state.served(request.model)
+    try:
+        options = run.options(length_penalty=request.length_penalty)
+        scoring = functools.partial(run.translator.score, first_number=0)
+        work = asyncio.to_thread(state.in_turn, scoring, request.sentences, request.targets, options)
+        scored = await state.within_timeout(work)
+    except UserError as error:  # an empty sentence
+        raise RequestRefused("sentences", error.problem) from None
+    return ScoreResponse(model=run.name, scored=[scored_record(t, request.return_attention) for t in scored])
 
 
 @router.post("/v1/explain", responses=ERRORS)

@@ -69,17 +69,41 @@ class _Request(BaseModel):
 
 class TranslateRequest(_Request):
     sentences: list[str] = Field(min_length=1, description="raw sentences in the run's source language")
+    prefixes: list[str] | None = Field(
+        None,
+        description='the start of each sentence\'s translation, which the search continues ("" for none); '
+        "an unfinished last word is completed",
+    )
+    constraints: list[list[str]] | None = Field(
+        None,
+        description="per sentence, target phrases its translations must contain (terminology); "
+        "not together with prefixes",
+    )
     n_best: int = Field(1, ge=1, description="hypotheses per sentence, best first (at most beam_size)")
     return_attention: bool = Field(False, description="add each hypothesis's (target x source) attention")
+
+
+class ScoreRequest(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    model: str | None = Field(None, description="a name from /v1/models (default: the first run served)")
+    sentences: list[str] = Field(min_length=1, description="raw sentences in the run's source language")
+    targets: list[str] = Field(min_length=1, description="their translations, one each, to be scored")
+    length_penalty: float | None = Field(
+        None, ge=0, le=10, allow_inf_nan=False, description="GNMT alpha for the score; default: the run's"
+    )
+    return_attention: bool = Field(False, description="add each translation's (target + 1) x source attention")
 
 
 class ExplainRequest(_Request):
     sentence: str = Field(description="one raw sentence")
 
 
-def check_limits(request: TranslateRequest | ExplainRequest, limits: Limits) -> None:
+def check_limits(request: TranslateRequest | ExplainRequest | ScoreRequest, limits: Limits) -> None:
     """Raise RequestRefused for the first field over its limit."""
-    if isinstance(request, TranslateRequest):
+    if isinstance(request, ExplainRequest):
+        named = [("sentence", request.sentence)]
+    else:
         if len(request.sentences) > limits.max_sentences:
             raise RequestRefused(
                 "sentences",
@@ -87,8 +111,43 @@ def check_limits(request: TranslateRequest | ExplainRequest, limits: Limits) -> 
                 limits.max_sentences,
             )
         named = [(f"sentences[{i}]", sentence) for i, sentence in enumerate(request.sentences)]
-    else:
-        named = [("sentence", request.sentence)]
+        named += _targets(request) if isinstance(request, ScoreRequest) else _steering(request)
+    _check_texts(named, limits)
+    if isinstance(request, ScoreRequest):
+        return
+    if request.beam_size is not None and request.beam_size > limits.max_beam:
+        raise RequestRefused("beam_size", f"at most {limits.max_beam}, got {request.beam_size}", limits.max_beam)
+    if request.max_length is not None and request.max_length > limits.max_length:
+        raise RequestRefused("max_length", f"at most {limits.max_length}, got {request.max_length}", limits.max_length)
+
+
+def _one_each(field: str, given: list, request: TranslateRequest | ScoreRequest, what: str) -> None:
+    if len(given) != len(request.sentences):
+        raise RequestRefused(field, f"{len(given)} {what} for {len(request.sentences)} sentences: give one each")
+
+
+def _targets(request: ScoreRequest) -> list[tuple[str, str]]:
+    _one_each("targets", request.targets, request, "targets")
+    return [(f"targets[{i}]", text) for i, text in enumerate(request.targets)]
+
+
+def _steering(request: TranslateRequest) -> list[tuple[str, str]]:
+    """The prefixes and constraints, checked to come one per sentence and not together."""
+    named = []
+    if request.prefixes is not None:
+        _one_each("prefixes", request.prefixes, request, "prefixes")
+        named += [(f"prefixes[{i}]", prefix) for i, prefix in enumerate(request.prefixes)]
+    if request.constraints is not None:
+        _one_each("constraints", request.constraints, request, "lists of constraints")
+        if request.prefixes is not None and any(request.prefixes) and any(request.constraints):
+            raise RequestRefused("constraints", "a prefix and constraints cannot be asked of one request")
+        for i, phrases in enumerate(request.constraints):
+            named += [(f"constraints[{i}]", phrase) for phrase in phrases]
+    return named
+
+
+def _check_texts(named: list[tuple[str, str]], limits: Limits) -> None:
+    """Each (field, text): within the character limit, and text a tokenizer can read."""
     for field, text in named:
         if len(text) > limits.max_chars:
             raise RequestRefused(field, f"at most {limits.max_chars} characters, got {len(text)}", limits.max_chars)
@@ -96,10 +155,6 @@ def check_limits(request: TranslateRequest | ExplainRequest, limits: Limits) -> 
             text.encode("utf-8")
         except UnicodeEncodeError:  # JSON can spell lone surrogates ("\ud800"); no tokenizer can read them
             raise RequestRefused(field, "not valid Unicode text (a lone surrogate)") from None
-    if request.beam_size is not None and request.beam_size > limits.max_beam:
-        raise RequestRefused("beam_size", f"at most {limits.max_beam}, got {request.beam_size}", limits.max_beam)
-    if request.max_length is not None and request.max_length > limits.max_length:
-        raise RequestRefused("max_length", f"at most {limits.max_length}, got {request.max_length}", limits.max_length)
 
 
 # --- responses: every route builds its body as one of these, so a body cannot drift from /docs ---
@@ -125,12 +180,35 @@ class SentenceTranslation(_Response):
     source: str
     source_tokens: list[str]
     hypotheses: list[Hypothesis]
+    unmet_constraints: list[str] | None = Field(
+        None, description="with constraints: those the best translation lacks, its length limit having left no room"
+    )
 
 
 class TranslateResponse(_Response):
     model: str
     beam_size: int
     translations: list[SentenceTranslation]
+
+
+class ScoredTranslation(_Response):
+    source: str
+    target: str
+    source_tokens: list[str]
+    tokens: list[str] = Field(description="the target's tokens, without </s>")
+    token_log_probs: list[float] = Field(description="each token's log-probability, then </s>'s")
+    log_prob: float = Field(description="their sum")
+    score: float = Field(description="log_prob / length penalty, as a search would rank it")
+    choices: list[str] = Field(description="at each step (each token, then </s>) the model's own most probable token")
+    choice_log_probs: list[float] = Field(description="their log-probabilities")
+    attention: list[list[float]] | None = Field(
+        None, description="(len(tokens) + 1) x len(source_tokens), under teacher forcing"
+    )
+
+
+class ScoreResponse(_Response):
+    model: str
+    scored: list[ScoredTranslation]
 
 
 class Candidate(_Response):

@@ -21,7 +21,7 @@ from attnmt.search import SearchOptions
 from attnmt.serve.batcher import Batcher
 from attnmt.serve.catalog import Catalog, ServedRun, api_field
 from attnmt.serve.schemas import ExplainRequest, Limits, RequestRefused, TranslateRequest
-from attnmt.translate import Translation
+from attnmt.translate import Source, Translation
 from attnmt.utils import UserError
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -83,9 +83,10 @@ class ServerState:
             raise RequestRefused("server", "not started (run it under uvicorn or in a TestClient context)", status=503)
         return self._batcher
 
-    def translate(self, model: str, sentences: Sequence[str], options: SearchOptions) -> list[Translation]:
+    def translate(self, model: str, sentences: Sequence[str | Source], options: SearchOptions) -> list[Translation]:
         """Decode now, on the calling thread (the batcher's worker calls this with the lock held)."""
-        return self.catalog.get(model).translator.translate(sentences, options, say=lambda message: None)
+        translator = self.catalog.get(model).translator
+        return translator.translate_sources(sentences, options, say=lambda message: None)
 
     def in_turn(self, work: Callable[..., Result], *args) -> Result:
         """`work(*args)` on the calling thread, taking turns with the batches for the cores."""

@@ -7,11 +7,12 @@ let models = [];
 
 // --- talking to the API ----------------------------------------------------------------
 
-async function api(path, body) {
-  const response = await fetch(path, body === undefined ? {} : {
+async function api(path, body, signal = undefined) {
+  const response = await fetch(path, body === undefined ? {signal} : {
     method: "POST",
     headers: {"Content-Type": "application/json"},
     body: JSON.stringify(body),
+    signal,
   });
   const data = await response.json();
   if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
@@ -26,16 +27,25 @@ function status(message, isError = false) {
 async function attempt(what, work) {
   status(what + "…");
   try {
-    await work();
-    status("");
+    if ((await work()) !== false) status("");
   } catch (error) {
-    status(error.message, true);
+    if (error.name !== "AbortError") status(error.message, true);  // aborted: a newer request took over
   }
 }
 
+// The start of the translation typed so far, and the required terms (separated by ";")
+function steering() {
+  const terms = $("require").value.split(";").map((term) => term.trim()).filter(Boolean);
+  return {prefix: $("prefix").value, terms};
+}
+
 function translateRequest(model, sentence) {
-  return {model, sentences: [sentence], beam_size: Number($("beam").value),
-          n_best: Math.min(5, Number($("beam").value)), return_attention: true};
+  const request = {model, sentences: [sentence], beam_size: Number($("beam").value),
+                   n_best: Math.min(5, Number($("beam").value)), return_attention: true};
+  const {prefix, terms} = steering();
+  if (prefix.trim()) request.prefixes = [prefix];
+  if (terms.length) request.constraints = [terms];
+  return request;
 }
 
 // --- the heatmap: output tokens down, source tokens across -----------------------------
@@ -129,12 +139,21 @@ function showTranslation(container, sentence, title = "") {
 
 // --- translation ---------------------------------------------------------------------------
 
+let translating = null;  // the request in flight: the next one cancels it
+
 async function translate() {
   const sentence = $("source").value.trim();
   if (!sentence) return status("Type a sentence first.", true);
+  if (translating) translating.abort();
+  const controller = new AbortController();
+  translating = controller;
   await attempt("translating", async () => {
-    const data = await api("/v1/translate", translateRequest($("model").value, sentence));
+    const data = await api("/v1/translate", translateRequest($("model").value, sentence), controller.signal);
+    if (translating !== controller) return false;
     const result = data.translations[0];
+    if (result.unmet_constraints && result.unmet_constraints.length) {
+      status(`Its length limit left no room for: ${result.unmet_constraints.join("; ")}`, true);
+    }
     const best = result.hypotheses[0];
     $("translation").textContent = best.text;
     $("nbest").replaceChildren(...result.hypotheses.map((h, rank) => {
@@ -148,6 +167,41 @@ async function translate() {
     } else {
       $("heatmap").replaceChildren();
     }
+    return !(result.unmet_constraints && result.unmet_constraints.length);  // keep the warning shown
+  });
+}
+
+// Typing the start of the translation (or the terms) translates again once the typing pauses
+let typingPause = null;
+function translateSoon() {
+  clearTimeout(typingPause);
+  typingPause = setTimeout(() => { if ($("source").value.trim()) translate(); }, 300);
+}
+
+// --- scoring the user's own translation ------------------------------------------------------
+
+async function scoreOwn() {
+  const sentence = $("source").value.trim(), own = $("own").value.trim();
+  if (!sentence || !own) return status("Type a source sentence and your translation of it first.", true);
+  await attempt("scoring your translation", async () => {
+    const data = await api("/v1/score", {model: $("model").value, sentences: [sentence], targets: [own],
+                                         return_attention: true});
+    const scored = data.scored[0];
+    const tokens = [...scored.tokens, "</s>"];
+    $("score-summary").textContent = `log-probability ${scored.log_prob.toFixed(3)}, score ${scored.score.toFixed(3)}`;
+    const header = document.createElement("tr");
+    header.innerHTML = "<th>#</th><th>your token</th><th>its probability</th><th>the model's choice</th><th>its probability</th>";
+    $("scored").replaceChildren(header, ...tokens.map((token, i) => {
+      const row = document.createElement("tr");
+      row.className = scored.choices[i] === token ? "" : "differs";
+      row.innerHTML = `<td class="num">${i + 1}</td><td class="token"></td>` +
+        `<td class="num">${Math.exp(scored.token_log_probs[i]).toFixed(3)}</td><td class="choice"></td>` +
+        `<td class="num">${Math.exp(scored.choice_log_probs[i]).toFixed(3)}</td>`;
+      row.querySelector(".token").textContent = token;
+      row.querySelector(".choice").textContent = scored.choices[i];
+      return row;
+    }));
+    drawHeatmap($("score-heatmap"), scored.source_tokens, tokens, scored.attention);
   });
 }
 
@@ -321,6 +375,9 @@ async function start() {
   $("source").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); translate(); }
   });
+  $("prefix").addEventListener("input", translateSoon);
+  $("require").addEventListener("input", translateSoon);
+  $("score-button").addEventListener("click", scoreOwn);
   $("compare-button").addEventListener("click", compare);
   $("explain-button").addEventListener("click", explain);
   $("step").addEventListener("input", () => explanation && showStep());

@@ -1,0 +1,83 @@
+"""Target prefixes: the start of a translation, typed by a user, that the search must continue.
+
+A prefix is text in the target language. Its complete words are tokenized with the target
+tokenizer and forced one token per step; an unfinished last word (the text does not end with a
+space: "Ein Mann spiel") is not tokenized, since its tokens depend on how the word ends, but
+spelled: the search may take only tokens whose text continues the typed characters, until they
+are all out ("spiel" + "t" or "▁spielt" alike). Which tokens may follow which is worked out
+once per prefix over the target vocabulary's surfaces (`Tokenizer.surface`), as a small
+automaton: state j = the first j characters of the word spelled.
+
+`parse` turns text into a `Prefix` (or a UserError: nothing but unknown tokens, a word no
+tokens spell); `search.Forcing.of` turns a batch's prefixes into the tensors the search takes,
+in the index space it runs in (the whole vocabulary, or a shortlist's).
+
+Light module: no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from attnmt.utils import UserError
+from attnmt.vocab import SPECIALS, UNK, Vocab
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """forced: the target ids of the complete words, in order. moves: for the unfinished last
+    word, per state j (characters spelled), the (token id, next state) pairs it may take, the
+    next state being the word's length once it is spelled; empty when the text ends a word.
+    The search takes it as a `search.TargetPrefix`."""
+
+    forced: tuple[int, ...]
+    moves: tuple[tuple[tuple[int, int], ...], ...]
+    vocab_size: int  # of the target vocabulary the ids belong to
+
+    def ids(self) -> set[int]:
+        """Every target id the prefix may put out: what a shortlist must hold for it."""
+        return set(self.forced) | {token for state in self.moves for token, _ in state}
+
+    def min_tokens(self) -> int:
+        """The fewest tokens the prefix takes: its forced ones and at least one for a word to spell."""
+        return len(self.forced) + (1 if self.moves else 0)
+
+
+def surfaces(tokenizer, vocab: Vocab) -> list[str | None]:
+    """Each target id's text as it runs in a sentence (a word start as " "); None for the specials."""
+    return [None if token in SPECIALS else tokenizer.surface(token) for token in vocab.tokens]
+
+
+def parse(text: str, tokenizer, vocab: Vocab, token_surfaces: Sequence[str | None]) -> Prefix:
+    """The prefix `text` for a model whose target side is `tokenizer` and `vocab` (with their
+    `surfaces`); a UserError when nothing of it is known to the model or its last word cannot
+    be spelled with the vocabulary."""
+    tokens, word = tokenizer.prefix_tokens(text)
+    forced = tuple(vocab.encode(tokens))
+    if forced and all(token == UNK for token in forced) and not word:
+        raise UserError(f"{text!r}: every token is unknown to the model's target vocabulary", field="prefix")
+    moves = _spelling(word, token_surfaces) if word else ()
+    if word and moves is None:
+        raise UserError(f"{text!r}: no tokens of the target vocabulary spell {word.strip()!r}", field="prefix")
+    return Prefix(forced, moves or (), len(vocab))
+
+
+def _spelling(word: str, token_surfaces: Sequence[str | None]) -> tuple[tuple[tuple[int, int], ...], ...] | None:
+    """Per state j (the first j characters of `word` spelled) the tokens that continue it and
+    the state they lead to (len(word): spelled), keeping only moves from which the word can be
+    finished; None when it cannot be spelled at all."""
+    length = len(word)
+    moves: list[tuple[tuple[int, int], ...]] = [()] * length
+    for j in range(length - 1, -1, -1):  # from the end: a move must lead somewhere finishable
+        rest = word[j:]
+        found = []
+        for token, surface in enumerate(token_surfaces):
+            if not surface:
+                continue
+            if surface.startswith(rest):
+                found.append((token, length))
+            elif rest.startswith(surface) and moves[j + len(surface)]:
+                found.append((token, j + len(surface)))
+        moves[j] = tuple(found)
+    return tuple(moves) if moves[0] else None
