@@ -25,6 +25,9 @@ one line each (`tests/test_tools.py` holds it to the files present):
 - `serving`: load test of `attnmt serve`, concurrent clients with and without dynamic batching.
 - `profiling`: torch.profiler's top operators over a few training steps or a decoding.
 - `ab_search`: this checkout's search against a git revision's, outputs checked identical.
+- `pareto`: decoding configurations of trained runs, BLEU against generated tokens/s, and the
+  Pareto front.
+- `steering`: required terms drawn from the references, and prefixes, on a run's test split.
 - `optimizer`: fused against default Adam.
 - `fsync`: what syncing a checkpoint to the disk costs.
 

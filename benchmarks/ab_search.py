@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"model: {checkpoint}; {batches}")
             results = {
                 "machine": machine,
-                "model": str(checkpoint),
+                "model": f"{checkpoint.parent.parent.name}/{checkpoint.name}",  # no machine's paths
                 "sentences": len(sources),
                 "batch_tokens": args.batch_tokens,
             }

@@ -301,3 +301,50 @@ def test_large_file_benchmark_streams_a_file_equal_to_one_call_with_a_progress_b
 def test_last_progress_reads_the_final_state_of_a_redrawn_bar():
     drawn = b"\x1b[?25ltranslate \xe2\x94\x81 10/300 5 tok/s\r\x1b[2Ktranslate \xe2\x94\x81 300/300 9 tok/s\n\x1b[?25h"
     assert large_file.last_progress(drawn) == "translate \u2501 300/300 9 tok/s"
+
+
+def test_steering_draws_disjoint_reference_phrases_and_keeps_its_promise(reverse_run, tmp_path, capsys):
+    import random
+
+    from benchmarks import steering
+
+    rng = random.Random(0)
+    for _ in range(200):
+        reference = " ".join(rng.choice("abcdefgh") + str(i) for i in range(rng.randint(1, 9)))
+        phrases = steering.draw_phrases(reference, 3, rng)
+        words = [word for phrase in phrases for word in phrase.split()]
+        assert len(words) == len(set(words)) and set(words) <= set(reference.split())
+        assert all(1 <= len(phrase.split()) <= 3 and phrase in reference for phrase in phrases)
+    assert steering.prefix_of("ein mann spielt gitarre", unfinished=False) == "ein mann "
+    assert steering.prefix_of("ein mann spielt gitarre", unfinished=True) == "ein mann spi"
+    out = tmp_path / "steering.json"
+    assert steering.main([str(reverse_run), "--sentences", "30", "--beam", "3", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert figures["git_commit"] and figures["sentences"] == 30 and figures["run"] == reverse_run.name
+    for setting in figures["constraints"].values():
+        assert setting["all_met_with_room"] == 1.0  # every phrase, wherever the length limit leaves room
+    assert all(setting["begins_with_prefix"] == 1.0 for setting in figures["prefixes"].values())
+
+
+def test_pareto_front_and_a_measurement_of_three_configurations(reverse_run, tmp_path):
+    import argparse
+
+    from benchmarks import pareto
+
+    assert pareto.pareto_front([(1, 5), (2, 4), (3, 4), (0.5, 6), (2, 3)]) == [2, 0, 3]  # fastest first
+    assert pareto.System.parse("s=a+b,beam=3,int8") == pareto.System("s", ("a", "b"), beam=3, int8=True)
+    for bad in ("nothing", "s=a,beam=0", "s=a,fast"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            pareto.System.parse(bad)
+    out, picture = tmp_path / "pareto.json", tmp_path / "pareto.png"
+    systems = [f"greedy={reverse_run},beam=1", f"beam3={reverse_run},beam=3", f"int8={reverse_run},beam=1,int8"]
+    argv = [arg for system in systems for arg in ("--system", system)]
+    assert pareto.main([*argv, "--repeats", "2", "--json", str(out), "--plot", str(picture)]) == 0
+    figures = json.loads(out.read_text())
+    assert [system["system"] for system in figures["systems"]] == ["greedy", "beam3", "int8"]
+    assert all(system["runs"] == [reverse_run.name] for system in figures["systems"])
+    for system in figures["systems"]:
+        test = system["splits"]["test"]
+        assert len(test["tokens_per_s"]["values"]) == 2 and test["generated_tokens"] > 0
+        assert 0 <= test["tokenized_bleu"] <= 100 + 1e-9
+    assert picture.stat().st_size > 0
