@@ -41,11 +41,7 @@ from attnmt.shortlist import build as build_from_ids
 from attnmt.shortlist import save as save_shortlist
 from attnmt.tokenize import WordTokenizer
 from attnmt.translate import Translator
-from attnmt.utils import Say, UserError, WriteFailed, write_text_atomic
-
-
-def _quiet(line: str) -> None:
-    """The default `say` of long jobs: tell nobody."""
+from attnmt.utils import Say, UserError, WriteFailed, silent, write_text_atomic
 
 
 @dataclass
@@ -164,7 +160,7 @@ def evaluate_runs(
     *,
     options_for: Callable[[Translator], SearchOptions | Tuning] | None = None,
     bootstrap_samples: int = 1000,
-    say: Say = _quiet,
+    say: Say = silent,
 ) -> list[RunEvaluation]:
     """Evaluate each system (a run, or an ensemble of runs; one in memory at a time) on
     `examples_for(translator)`, searched as `options_for(translator)` says (SearchOptions, or a
@@ -212,7 +208,7 @@ def tune_search(
     beams: Sequence[int] = TUNE_BEAMS,
     penalties: Sequence[float] = TUNE_PENALTIES,
     split: str = "valid",
-    say: Say = _quiet,
+    say: Say = silent,
 ) -> Tuning:
     """The beam size and length penalty with the best sacreBLEU on `examples` (a validation
     split: never the test set), trying every pair (the penalty only once for greedy search,
@@ -246,7 +242,7 @@ def choose_search(
     tune_penalties: Sequence[float] | None = None,
     scored: str = "test",
     valid: Callable[[], Sequence[Example]] = lambda: [],
-    say: Say = _quiet,
+    say: Say = silent,
 ) -> SearchOptions | Tuning:
     """How to search when scoring `scored` ("test", "valid", or "files" given by the user): the
     run's decode settings with `beam_size` and `length_penalty` where given; or, with `tune`, the
@@ -412,7 +408,7 @@ class ShortlistCheck:
         return "; ".join(parts)
 
 
-def build_shortlist(spec: ModelSpec, *, per_source: int, frequent: int, say: Say = _quiet) -> ShortlistCheck:
+def build_shortlist(spec: ModelSpec, *, per_source: int, frequent: int, say: Say = silent) -> ShortlistCheck:
     """Build the shortlist of `spec`'s run (its first path) from the run's training data, check
     it on the valid split, and store it with the run, beside it its check (`shortlist.json`)."""
     if is_export(spec.paths[0]):

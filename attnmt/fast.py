@@ -35,18 +35,14 @@ from attnmt.metrics import bleu
 from attnmt.quantize import BLEU_BOUND
 from attnmt.shortlist import FILENAME as SHORTLIST_FILE
 from attnmt.translate import Translator
-from attnmt.utils import Say, UserError, choose_device, describe_machine, write_text_atomic
+from attnmt.utils import Say, UserError, choose_device, describe_machine, silent, write_text_atomic
 
 FILENAME = "fast.json"
 SMALL_BEAMS = (1, 2, 3)  # tried besides the run's own beam size, those not above it
 WARMUP_SENTENCES = 64  # decoded untimed before each timed pass
 
 
-def _quiet(line: str) -> None:
-    """Say nothing."""
-
-
-def fast_spec(spec: ModelSpec, *, bound: float = BLEU_BOUND, say: Say = _quiet) -> ModelSpec:
+def fast_spec(spec: ModelSpec, *, bound: float = BLEU_BOUND, say: Say = silent) -> ModelSpec:
     """`spec` with the fast preset's int8, shortlist and default beam size: read from the run's
     fast.json, or chosen on the validation split now and stored there (module docstring)."""
     _check_request(spec, bound)

@@ -24,6 +24,10 @@ from pathlib import Path
 Say = Callable[[str], None]  # how the library tells the user something: one line, no markup
 
 
+def silent(line: str) -> None:
+    """The `say` of a caller that wants no progress lines: tell nobody."""
+
+
 class UserError(Exception):
     """A mistake in the user's input (file, config, argument).
 

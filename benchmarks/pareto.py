@@ -1,14 +1,16 @@
 """Speed against quality: decoding configurations of trained runs on their test splits, measured in
 one invocation, with the Pareto front drawn.
 
-    python -m benchmarks.pareto --system NAME=RUN[+RUN...][,beam=K][,int8][,shortlist] ...
+    python -m benchmarks.pareto --system NAME=RUN[+RUN...][,beam=K][,int8][,shortlist][,fast] ...
                                 [--splits test_2016_flickr,test_2017_flickr] [--repeats 5]
                                 [--json OUT] [--plot OUT.png]
 
 A system is one run or an ensemble of runs (`+`), searched with a beam of K (default: the first
 run's decode.beam_size; 1 is greedy), with int8 weights and the run's vocabulary shortlist where
-asked. For each system and test split (default: each run's own): sacreBLEU and the tokenized
-lowercased BLEU of older papers, and the generated tokens per second (EOS counted), the median
+asked, or with `fast` as the fast preset chooses them (`attnmt translate --fast`: chosen once on
+the validation split and stored in the run's fast.json). For each system and test split
+(default: each run's own): sacreBLEU and the tokenized lowercased BLEU of older papers, and the
+generated tokens per second (EOS counted), the median
 and range of `--repeats` timed passes over the whole split after one untimed batch; the systems
 take turns pass by pass (A B C A B C ...), so the machine's drift falls on all alike. The plot
 puts each system at its tokens/s (log scale) and tokenized BLEU on the first split, and joins
@@ -26,6 +28,7 @@ from pathlib import Path
 import torch
 
 from attnmt.evaluation import split_examples
+from attnmt.fast import fast_spec
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, tokenized_bleu
 from attnmt.tokenize import WordTokenizer
@@ -37,34 +40,41 @@ WARMUP_SENTENCES = 64
 
 @dataclass(frozen=True)
 class System:
-    """One decoding configuration: NAME=RUN[+RUN...][,beam=K][,int8][,shortlist]."""
+    """One decoding configuration: NAME=RUN[+RUN...][,beam=K][,int8][,shortlist][,fast]."""
 
     name: str
     runs: tuple[str, ...]
     beam: int | None = None
     int8: bool = False
     shortlist: bool = False
+    fast: bool = False
 
     @classmethod
     def parse(cls, text: str) -> System:
         name, separator, rest = text.partition("=")
         if not separator or not name or not rest:
-            raise argparse.ArgumentTypeError(f"expected NAME=RUN[+RUN...][,beam=K][,int8][,shortlist], got {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"expected NAME=RUN[+RUN...][,beam=K][,int8][,shortlist][,fast], got {text!r}"
+            )
         runs, *settings = rest.split(",")
         system = cls(name, tuple(runs.split("+")))
         for setting in settings:
             key, _, value = setting.partition("=")
             if key == "beam" and value.isdigit() and int(value) >= 1:
                 system = replace(system, beam=int(value))
-            elif key in ("int8", "shortlist") and not value:
+            elif key in ("int8", "shortlist", "fast") and not value:
                 system = replace(system, **{key: True})
             else:
                 raise argparse.ArgumentTypeError(
-                    f"{text!r}: unknown setting {setting!r}; expected beam=K, int8, shortlist"
+                    f"{text!r}: unknown setting {setting!r}; expected beam=K, int8, shortlist, fast"
                 )
+        if system.fast and (system.beam is not None or system.int8 or system.shortlist):
+            raise argparse.ArgumentTypeError(f"{text!r}: fast chooses the beam, int8 and the shortlist itself")
         return system
 
     def spec(self) -> ModelSpec:
+        if self.fast:
+            return fast_spec(ModelSpec(self.runs, device="cpu"))
         return ModelSpec(self.runs, device="cpu", quantize="int8" if self.int8 else "none", shortlist=self.shortlist)
 
 
@@ -95,7 +105,8 @@ def _scores(translator, examples, translations) -> dict:
 
 def measure(systems: list[System], splits: list[str] | None, repeats: int) -> list[dict]:
     """Each system's scores and speed on each split (module docstring)."""
-    loaded = {system.name: load(system.spec()) for system in systems}
+    specs = {system.name: system.spec() for system in systems}  # the fast preset's, as it chose them
+    loaded = {name: load(spec) for name, spec in specs.items()}
     work = []  # (system, split, translator, examples, options): one timed pass each, per turn
     results = {  # runs by their folder's name: a raw result names no machine's paths
         system.name: {"system": system.name, "runs": [Path(run).name for run in system.runs], "splits": {}}
@@ -104,8 +115,10 @@ def measure(systems: list[System], splits: list[str] | None, repeats: int) -> li
     for system in systems:
         translator = loaded[system.name]
         data = translator.config.data
-        results[system.name] |= {"beam": system.beam or translator.config.decode.beam_size, "int8": system.int8}
-        results[system.name] |= {"shortlist": system.shortlist, "parameters": translator.parameters}
+        spec = specs[system.name]
+        results[system.name] |= {"beam": system.beam or translator.config.decode.beam_size, "fast": system.fast}
+        results[system.name] |= {"int8": spec.quantize == "int8", "shortlist": spec.shortlist}
+        results[system.name] |= {"parameters": translator.parameters}
         multi30k = data.corpus == "multi30k"  # the only corpus with several test splits
         for split in splits or [data.test_split if multi30k else "test"]:
             config = data.model_copy(update={"test_split": split}) if multi30k else data

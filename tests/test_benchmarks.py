@@ -326,25 +326,34 @@ def test_steering_draws_disjoint_reference_phrases_and_keeps_its_promise(reverse
     assert all(setting["begins_with_prefix"] == 1.0 for setting in figures["prefixes"].values())
 
 
-def test_pareto_front_and_a_measurement_of_three_configurations(reverse_run, tmp_path):
+def test_pareto_front_and_a_measurement_of_four_configurations(reverse_run, copied_run, tmp_path):
     import argparse
 
     from benchmarks import pareto
 
     assert pareto.pareto_front([(1, 5), (2, 4), (3, 4), (0.5, 6), (2, 3)]) == [2, 0, 3]  # fastest first
     assert pareto.System.parse("s=a+b,beam=3,int8") == pareto.System("s", ("a", "b"), beam=3, int8=True)
-    for bad in ("nothing", "s=a,beam=0", "s=a,fast"):
+    for bad in ("nothing", "s=a,beam=0", "s=a,slow", "s=a,fast,beam=3"):
         with pytest.raises(argparse.ArgumentTypeError):
             pareto.System.parse(bad)
     out, picture = tmp_path / "pareto.json", tmp_path / "pareto.png"
     systems = [f"greedy={reverse_run},beam=1", f"beam3={reverse_run},beam=3", f"int8={reverse_run},beam=1,int8"]
+    systems.append(f"fast={copied_run},fast")  # the preset chooses on valid and writes the run's fast.json
     argv = [arg for system in systems for arg in ("--system", system)]
     assert pareto.main([*argv, "--repeats", "2", "--json", str(out), "--plot", str(picture)]) == 0
     figures = json.loads(out.read_text())
-    assert [system["system"] for system in figures["systems"]] == ["greedy", "beam3", "int8"]
+    assert [system["system"] for system in figures["systems"]] == ["greedy", "beam3", "int8", "fast"]
     assert all(system["runs"] == [reverse_run.name] for system in figures["systems"])
     for system in figures["systems"]:
         test = system["splits"]["test"]
         assert len(test["tokens_per_s"]["values"]) == 2 and test["generated_tokens"] > 0
         assert 0 <= test["tokenized_bleu"] <= 100 + 1e-9
     assert picture.stat().st_size > 0
+    [choice] = json.loads((copied_run / "fast.json").read_text())["choices"]
+    preset = figures["systems"][-1]
+    chosen = {
+        "quantize": "int8" if preset["int8"] else "none",
+        "shortlist": preset["shortlist"],
+        "beam_size": preset["beam"],
+    }
+    assert preset["fast"] and choice["chosen"] == chosen  # the row says what the preset chose
