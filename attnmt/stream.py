@@ -39,13 +39,6 @@ def windows(lines: Iterable[Line], size: int = WINDOW) -> Iterator[list[Line]]:
         yield window
 
 
-def translate_window(
-    translator: Translator, window: list[Line], options: SearchOptions, first_number: int
-) -> list[Translation]:
-    """One window's translations (`Translator.translate_sources`)."""
-    return translator.translate_sources(window, options, first_number=first_number)
-
-
 _worker_translator: Translator | None = None  # one per worker process
 
 
@@ -59,7 +52,7 @@ def _start_worker(spec: ModelSpec, threads: int) -> None:
 
 def _translate_in_worker(window: list[Line], options: SearchOptions, first_number: int) -> list[Translation]:
     assert _worker_translator is not None, "worker started without a model"
-    return translate_window(_worker_translator, window, options, first_number)
+    return _worker_translator.translate_sources(window, options, first_number=first_number)
 
 
 def translate_windows(
@@ -81,7 +74,7 @@ def translate_windows(
         assert translator is not None, "one process translates with the translator it is given"
         first = 1
         for sentences in windows(lines, window):
-            yield translate_window(translator, sentences, options, first)
+            yield translator.translate_sources(sentences, options, first_number=first)
             first += len(sentences)
         return
     assert spec is not None, "worker processes need to know how to load the model"

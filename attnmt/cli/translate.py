@@ -123,7 +123,7 @@ def _sources(lines: Iterable[str], args: argparse.Namespace) -> Iterator:
 def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.alignment import pharaoh
     from attnmt.loading import load  # torch: not loaded to build the parser
-    from attnmt.stream import StreamProgress, translate_window, translate_windows
+    from attnmt.stream import StreamProgress, translate_windows
     from attnmt.textfiles import count_lines, prompt_lines, stream_lines
     from attnmt.translate import Source
 
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace, console: Console) -> None:
         out = stack.enter_context(output_stream(args.output))
         if not args.sentences and args.input is None and sys.stdin.isatty():  # typed lines, answered at once
             typed = (list(_sources(line, args)) for line in prompt_lines())
-            chunks = (translate_window(translator, line, options, 1) for line in typed)
+            chunks = (translator.translate_sources(line, options) for line in typed)
         else:
             if args.prefix:
                 pairs = zip(args.sentences, args.prefix, strict=True)
