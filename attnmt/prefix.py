@@ -34,6 +34,9 @@ class Prefix:
     forced: tuple[int, ...]
     moves: tuple[tuple[tuple[int, int], ...], ...]
     vocab_size: int  # of the target vocabulary the ids belong to
+    # The complete words as the tokenizer reads them (normalized, lowercased where it lowercases),
+    # unknown words included: what an output shows for its forced tokens (`kept`).
+    text: str = ""
 
     def ids(self) -> set[int]:
         """Every target id the prefix may put out: what a shortlist must hold for it."""
@@ -60,7 +63,16 @@ def parse(text: str, tokenizer, vocab: Vocab, token_surfaces: Sequence[str | Non
     moves = _spelling(word, token_surfaces) if word else ()
     if word and moves is None:
         raise UserError(f"{text!r}: no tokens of the target vocabulary spell {word.strip()!r}", field="prefix")
-    return Prefix(forced, moves or (), len(vocab))
+    return Prefix(forced, moves or (), len(vocab), tokenizer.detokenize(tokens) if tokens else "")
+
+
+def kept(output: str, forced_output: str, prefix: Prefix) -> str:
+    """`output` (a translation's text) with its start `forced_output` (the text its forced tokens
+    make) written as the prefix's own words: a word or character the target vocabulary lacks is
+    forced as <unk>, and the translation must still begin with what was typed."""
+    if prefix.text and output.startswith(forced_output):
+        return prefix.text + output[len(forced_output) :]
+    return output
 
 
 def _spelling(word: str, token_surfaces: Sequence[str | None]) -> tuple[tuple[tuple[int, int], ...], ...] | None:

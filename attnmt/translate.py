@@ -23,7 +23,7 @@ from attnmt.config import Config
 from attnmt.constrained import missing
 from attnmt.data import TextCodec
 from attnmt.plot import attention_grid, attention_heatmap
-from attnmt.prefix import Prefix, parse, surfaces
+from attnmt.prefix import Prefix, kept, parse, surfaces
 from attnmt.search import (
     BeamStep,
     SearchOptions,
@@ -187,6 +187,7 @@ class Translator:
                     f"only its first {MAX_SOURCE_TOKENS} are translated"
                 )
                 source_tokens[index] = tokens[:MAX_SOURCE_TOKENS]
+        parsed = None if prefixes is None else self._parse_prefixes(prefixes, source_tokens, options, first_number)
         hypotheses = decode_all(
             self.model,
             [self.codec.src_vocab.encode(tokens) for tokens in source_tokens],
@@ -195,7 +196,7 @@ class Translator:
             batch_tokens=self.config.decode.batch_tokens,
             device=self.device,
             shortlist=self.shortlist,
-            prefixes=None if prefixes is None else self._parse_prefixes(prefixes, source_tokens, options, first_number),
+            prefixes=parsed,
             required=phrase_ids,
         )
         results = []
@@ -203,6 +204,10 @@ class Translator:
             # decode_all gives an empty source one empty hypothesis, so `outputs` is never empty.
             best, *alternatives = [self._translation(sentence, tokens, hypothesis) for hypothesis in candidates]
             best.alternatives = alternatives
+            if parsed is not None and (prefix := parsed[index]) is not None:
+                for translation, hypothesis in zip([best, *alternatives], candidates, strict=True):
+                    forced_output = self.codec.decode_target(hypothesis.tokens[: len(prefix.forced)])
+                    translation.text = kept(translation.text, forced_output, prefix)
             if phrase_ids is not None and phrase_ids[index]:
                 for translation, hypothesis in zip([best, *alternatives], candidates, strict=True):
                     translation.missing = [required[index][k] for k in missing(hypothesis.tokens, phrase_ids[index])]

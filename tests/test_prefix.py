@@ -4,6 +4,7 @@ change nothing, and a prefix the search would have chosen anyway gives the same 
 
 import itertools
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -90,9 +91,9 @@ def test_a_prefix_of_unknown_tokens_only_or_a_word_nothing_spells_is_refused():
     with pytest.raises(UserError, match="no tokens of the target vocabulary spell 'q'"):
         parse("a man q", tokenizer, vocab, token_surfaces)
     prefix = parse("a zebra sl", tokenizer, vocab, token_surfaces)  # unknown words among known ones are kept
-    assert prefix.forced == (vocab.token_to_id("a"), UNK)
+    assert prefix.forced == (vocab.token_to_id("a"), UNK) and prefix.text == "a zebra"  # as typed
     assert prefix.moves[0] == ((vocab.token_to_id("sleeps"), 3),)  # " sl": " sleeps" spells it at once
-    assert parse("a man ", tokenizer, vocab, token_surfaces) == Prefix((4, 5), (), len(vocab))
+    assert parse("a man ", tokenizer, vocab, token_surfaces) == Prefix((4, 5), (), len(vocab), "a man")
 
 
 def test_a_sentencepiece_prefix_cut_anywhere_continues_into_the_whole_sentences_pieces(tmp_path):
@@ -192,6 +193,12 @@ def test_translate_continues_text_prefixes_and_refuses_what_cannot_be_met(revers
         translations = translator.translate(sentences, options, prefixes=prefixes)
         assert translations[0].text.startswith("d c ") and translations[1].text.startswith("g a")
         assert translations[2].text == translator.translate(sentences[2:], options)[0].text
+        # a word the vocabulary lacks is forced as <unk>, and every output still shows it as typed
+        [unknown] = translator.translate(
+            sentences[:1], replace(options, n_best=options.beam_size), prefixes=["d zebra "]
+        )
+        assert unknown.tokens[:2] == ["d", "<unk>"]
+        assert all(t.text.startswith("d zebra ") for t in [unknown, *unknown.alternatives])
     output = run_ok(capsys, "translate", str(reverse_run), "a b c d", "e f g", "--prefix", "d c", "--prefix", "")
     assert output.splitlines()[0].startswith("d c")
     lines = tmp_path / "lines.tsv"
