@@ -1,6 +1,6 @@
 """Steering a trained run on its test split: required terms drawn from the references, and prefixes.
 
-    python -m benchmarks.steering RUN_DIR [--sentences N] [--beam 5] [--seed 1] [--json OUT]
+    python -m benchmarks.steering RUN_DIR [--sentences N] [--beam 5] [--seed 1] [--repeats 3] [--json OUT]
 
 Required terms are drawn as Post and Vilar (2018) draw them: from each sentence's first
 reference, phrases of one to three consecutive words at random places that do not overlap, one
@@ -11,7 +11,9 @@ against the references beside the unconstrained search's, and the decoding secon
 Prefixes are the first half of each reference's words (whole words, then the next word's first
 half as an unfinished word, in a second setting): the share of outputs that begin with their
 prefix, and sacreBLEU of the completed outputs. Every setting decodes the same sentences with
-the run's own beam (or --beam) and length penalty, once each (one run, not a median).
+the run's own beam (or --beam) and length penalty: once untimed (the outputs scored, and a
+warm-up), then `--repeats` timed passes with the settings taking turns; the seconds are their
+median and range.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from attnmt.evaluation import split_examples
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu
 from attnmt.utils import UserError, describe_machine
-from benchmarks.measure import positive_int, write_results
+from benchmarks.measure import positive_int, rotated, spread, write_results
 
 
 def draw_phrases(reference: str, count: int, rng: random.Random) -> list[str]:
@@ -64,18 +66,13 @@ def prefix_of(reference: str, unfinished: bool) -> str:
     return f"{prefix} {cut}" if prefix else cut
 
 
-def timed(work):
-    start = time.perf_counter()
-    result = work()
-    return result, time.perf_counter() - start
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.steering", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="a trained attnmt run")
     parser.add_argument("--sentences", type=positive_int, default=None, help="the first N test sentences (all)")
     parser.add_argument("--beam", type=positive_int, default=None, help="beam size (default: the run's)")
     parser.add_argument("--seed", type=int, default=1, help="for drawing the phrases")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="timed passes of each setting")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     args = parser.parse_args(argv)
     try:
@@ -89,10 +86,34 @@ def main(argv: list[str] | None = None) -> int:
     sources = [example.src for example in examples]
     references = [tuple(example.refs) for example in examples]
     first_references = [example.refs[0] for example in examples]
-    free, free_seconds = timed(lambda: translator.translate(sources, options, say=lambda line: None))
-    free_bleu = bleu([t.text for t in free], references, lowercase=lowercase).score
-    search = f"{len(sources):,} sentences, beam {options.beam_size}"
-    print(f"{search}: unconstrained BLEU {free_bleu:.2f}, {free_seconds:.1f} s")
+    rng = random.Random(args.seed)
+    required = {count: [draw_phrases(reference, count, rng) for reference in first_references] for count in (1, 3)}
+    prefixes = {
+        "half the words": [prefix_of(reference, False) for reference in first_references],
+        "half the words, then half a word": [prefix_of(reference, True) for reference in first_references],
+    }
+    settings = {  # name -> what translate is asked besides the sentences
+        "unconstrained": {},
+        **{f"{count} per sentence": {"required": phrases} for count, phrases in required.items()},
+        **{name: {"prefixes": texts} for name, texts in prefixes.items()},
+    }
+
+    def translate(name: str):
+        return translator.translate(sources, options, say=lambda line: None, **settings[name])
+
+    outputs = {name: translate(name) for name in settings}  # untimed: what is scored, and a warm-up
+    seconds: dict[str, list[float]] = {name: [] for name in settings}
+    for turn in range(args.repeats):  # the settings take turns, so the machine's drift falls on all alike
+        for name in rotated(list(settings), turn):
+            start = time.perf_counter()
+            translate(name)
+            seconds[name].append(time.perf_counter() - start)
+
+    def scored(name: str) -> dict:
+        text = [t.text for t in outputs[name]]
+        return {"bleu": bleu(text, references, lowercase=lowercase).score, "seconds": spread(seconds[name])}
+
+    free = scored("unconstrained")
     results = {
         "machine": describe_machine(torch.device("cpu")),
         "run": args.run_dir.name,
@@ -101,57 +122,43 @@ def main(argv: list[str] | None = None) -> int:
         "beam_size": options.beam_size,
         "length_penalty": options.length_penalty,
         "threads": torch.get_num_threads(),
-        "unconstrained": {"bleu": free_bleu, "seconds": free_seconds},
+        "repeats": args.repeats,
+        "unconstrained": free,
         "constraints": {},
         "prefixes": {},
     }
+    search = f"{len(sources):,} sentences, beam {options.beam_size}"
+    print(f"{search}: unconstrained BLEU {free['bleu']:.2f}, {free['seconds']['median']:.1f} s")
     # the tokens each sentence's length limit leaves before its EOS, and a phrase's tokens
     source_lengths = torch.tensor([len(translator.codec.source_tokens(source)) for source in sources])
     rooms = [int(limit) - 1 for limit in options.length_limits(source_lengths)]
-
-    def phrase_tokens(required: list[list[str]]) -> list[list[list[int]]]:
-        return [[translator.codec.encode_target(phrase) for phrase in phrases] for phrases in required]
-
-    rng = random.Random(args.seed)
-    for count in (1, 3):
-        required = [draw_phrases(reference, count, rng) for reference in first_references]
-        steered, seconds = timed(
-            lambda required=required: translator.translate(sources, options, required=required, say=lambda line: None)
-        )
-        complete = [not t.missing for t in steered]
-        fits = [sum(map(len, phrases)) <= room for phrases, room in zip(phrase_tokens(required), rooms, strict=True)]
-        figures = {
-            "phrases": sum(map(len, required)),
+    for count, phrases in required.items():
+        name = f"{count} per sentence"
+        complete = [not t.missing for t in outputs[name]]
+        lengths = [sum(len(translator.codec.encode_target(phrase)) for phrase in each) for each in phrases]
+        fits = [length <= room for length, room in zip(lengths, rooms, strict=True)]
+        figures = scored(name) | {
+            "phrases": sum(map(len, phrases)),
             "all_met": sum(complete) / len(complete),
             "sentences_with_room": sum(fits),
             "all_met_with_room": sum(c for c, f in zip(complete, fits, strict=True) if f) / max(1, sum(fits)),
-            "bleu": bleu([t.text for t in steered], references, lowercase=lowercase).score,
-            "seconds": seconds,
-            "slowdown": seconds / free_seconds,
         }
-        results["constraints"][f"{count} per sentence"] = figures
+        figures["slowdown"] = figures["seconds"]["median"] / free["seconds"]["median"]
+        results["constraints"][name] = figures
         print(
             f"{count} phrase(s) a sentence: every phrase in {100 * figures['all_met']:.2f}% of outputs "
             f"({100 * figures['all_met_with_room']:.2f}% of the {sum(fits):,} with room), "
-            f"BLEU {figures['bleu']:.2f}, {seconds:.1f} s ({figures['slowdown']:.2f}x)"
+            f"BLEU {figures['bleu']:.2f}, {figures['seconds']['median']:.1f} s ({figures['slowdown']:.2f}x)"
         )
-    for unfinished in (False, True):
-        prefixes = [prefix_of(reference, unfinished) for reference in first_references]
-        steered, seconds = timed(
-            lambda prefixes=prefixes: translator.translate(sources, options, prefixes=prefixes, say=lambda line: None)
-        )
-        name = "half the words, then half a word" if unfinished else "half the words"
-        fold = str.lower if lowercase else str
-        begins = [fold(t.text).startswith(fold(prefix.strip())) for t, prefix in zip(steered, prefixes, strict=True)]
-        figures = {
-            "begins_with_prefix": sum(begins) / len(begins),
-            "bleu": bleu([t.text for t in steered], references, lowercase=lowercase).score,
-            "seconds": seconds,
-        }
+    fold = str.lower if lowercase else str
+    for name, texts in prefixes.items():
+        pairs = zip(outputs[name], texts, strict=True)
+        begins = [fold(t.text).startswith(fold(prefix.strip())) for t, prefix in pairs]
+        figures = scored(name) | {"begins_with_prefix": sum(begins) / len(begins)}
         results["prefixes"][name] = figures
         print(
             f"prefix of {name}: {100 * figures['begins_with_prefix']:.2f}% begin with it, BLEU {figures['bleu']:.2f}, "
-            f"{seconds:.1f} s"
+            f"{figures['seconds']['median']:.1f} s"
         )
     if args.json:
         write_results(args.json, results, "benchmarks.steering", argv)

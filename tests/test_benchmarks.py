@@ -318,8 +318,10 @@ def test_steering_draws_disjoint_reference_phrases_and_keeps_its_promise(reverse
     assert steering.prefix_of("ein mann spielt gitarre", unfinished=False) == "ein mann "
     assert steering.prefix_of("ein mann spielt gitarre", unfinished=True) == "ein mann spi"
     out = tmp_path / "steering.json"
-    assert steering.main([str(reverse_run), "--sentences", "30", "--beam", "3", "--json", str(out)]) == 0
+    argv = [str(reverse_run), "--sentences", "30", "--beam", "3", "--repeats", "2", "--json", str(out)]
+    assert steering.main(argv) == 0
     figures = json.loads(out.read_text())
+    assert len(figures["unconstrained"]["seconds"]["values"]) == 2  # the median of the timed passes
     assert figures["git_commit"] and figures["sentences"] == 30 and figures["run"] == reverse_run.name
     for setting in figures["constraints"].values():
         assert setting["all_met_with_room"] == 1.0  # every phrase, wherever the length limit leaves room
