@@ -192,6 +192,25 @@ def test_each_limit_and_type_is_a_4xx_naming_the_field(client, body, status, fie
     assert "\n" not in error["error"]
 
 
+def test_languages_a_request_names_must_be_the_models(client):
+    [model] = client.get("/v1/models").json()["models"][:1]
+    pair = {"source_language": model["source_language"], "target_language": model["target_language"]}
+    requests = {
+        "/v1/translate": {"sentences": ["a b"]},
+        "/v1/score": {"sentences": ["a b"], "targets": ["b a"]},
+        "/v1/explain": {"sentence": "a b"},
+    }
+    for path, body in requests.items():
+        assert client.post(path, json=body | pair).status_code == 200, path  # the model's own pair
+        for field in pair:
+            response = client.post(path, json=body | pair | {field: "xx"})
+            assert response.status_code == 422 and response.json()["field"] == field, (path, response.text)
+            assert (
+                f"translates {pair['source_language']} -> {pair['target_language']}, not 'xx'"
+                in response.json()["error"]
+            )
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

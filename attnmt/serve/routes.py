@@ -68,7 +68,7 @@ async def models(state: Server) -> ModelsResponse:
 @router.post("/v1/translate", responses=ERRORS, response_model_exclude_unset=True)
 async def translate(request: TranslateRequest, state: Server) -> TranslateResponse:
     check_limits(request, state.limits)
-    run = state.served(request.model)
+    run = state.addressed(request)
     options = state.search_options(run, request, request.n_best)
     sources = _sources(request)
     if request.prefixes is not None:  # checked alone: a bad one must not fail the batch it would join
@@ -107,7 +107,7 @@ def _sources(request: TranslateRequest) -> list:
 @router.post("/v1/score", responses=ERRORS, response_model_exclude_unset=True)
 async def score(request: ScoreRequest, state: Server) -> ScoreResponse:
     check_limits(request, state.limits)
-    run = state.served(request.model)
+    run = state.addressed(request)
     try:
         options = run.options(length_penalty=request.length_penalty)
         scoring = functools.partial(run.translator.score, first_number=0)
@@ -121,7 +121,7 @@ async def score(request: ScoreRequest, state: Server) -> ScoreResponse:
 @router.post("/v1/explain", responses=ERRORS)
 async def explain(request: ExplainRequest, state: Server) -> ExplainResponse:
     check_limits(request, state.limits)
-    run = state.served(request.model)
+    run = state.addressed(request)
     options = state.search_options(run, request, n_best=1)
     options = dataclasses.replace(options, n_best=options.beam_size)  # the whole final beam
 

@@ -54,10 +54,18 @@ class RequestRefused(Exception):
         self.field, self.message, self.limit, self.status = field, message, limit, status
 
 
-class _Request(BaseModel):
+class _Addressed(BaseModel):
+    """What every request to a model carries: which model, and optionally the languages the
+    client expects it to translate between (a mismatch is a 422 naming the field)."""
+
     model_config = ConfigDict(strict=True, extra="forbid")
 
     model: str | None = Field(None, description="a name from /v1/models (default: the first run served)")
+    source_language: str | None = Field(None, description="if given, must be the model's source language")
+    target_language: str | None = Field(None, description="if given, must be the model's target language")
+
+
+class _Request(_Addressed):
     beam_size: int | None = Field(None, ge=1, description="default: the run's decode.beam_size; 1 = greedy")
     length_penalty: float | None = Field(
         None, ge=0, le=10, allow_inf_nan=False, description="GNMT alpha (0 = raw log-probability); default: the run's"
@@ -83,10 +91,7 @@ class TranslateRequest(_Request):
     return_attention: bool = Field(False, description="add each hypothesis's (target x source) attention")
 
 
-class ScoreRequest(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid")
-
-    model: str | None = Field(None, description="a name from /v1/models (default: the first run served)")
+class ScoreRequest(_Addressed):
     sentences: list[str] = Field(min_length=1, description="raw sentences in the run's source language")
     targets: list[str] = Field(min_length=1, description="their translations, one each, to be scored")
     length_penalty: float | None = Field(

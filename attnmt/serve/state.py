@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from attnmt.search import SearchOptions
 from attnmt.serve.batcher import Batcher
 from attnmt.serve.catalog import Catalog, ServedRun, api_field
-from attnmt.serve.schemas import ExplainRequest, Limits, RequestRefused, TranslateRequest
+from attnmt.serve.schemas import ExplainRequest, Limits, RequestRefused, ScoreRequest, TranslateRequest
 from attnmt.translate import Source, Translation
 from attnmt.utils import UserError
 
@@ -100,6 +100,20 @@ class ServerState:
         except KeyError:
             served = ", ".join(self.catalog.runs)
             raise RequestRefused("model", f"{name!r} is not served; served: {served}", status=404) from None
+
+    def addressed(self, request: TranslateRequest | ExplainRequest | ScoreRequest) -> ServedRun:
+        """The run a request names (`served`), refusing with a 422 naming the field any language
+        the request gives that the run does not translate from or into."""
+        run = self.served(request.model)
+        data = run.translator.config.data
+        pair = f"{run.name!r} translates {data.src_lang} -> {data.tgt_lang}"
+        for name, asked, actual in (
+            ("source_language", request.source_language, data.src_lang),
+            ("target_language", request.target_language, data.tgt_lang),
+        ):
+            if asked is not None and asked != actual:
+                raise RequestRefused(name, f"{pair}, not {asked!r}")
+        return run
 
     @staticmethod
     def search_options(run: ServedRun, request: TranslateRequest | ExplainRequest, n_best: int = 1) -> SearchOptions:
