@@ -86,6 +86,8 @@ class Forcing:
     allowed (N, V) bool: the tokens a hypothesis in spelling state n may take; state 0 is
         free (every token).
     after (N, V) long: the state after taking a token; back to 0 once the word is spelled.
+    longest: the most prefix tokens of any sentence, on the host: no step at or past it forces
+        a token, which the search learns without reading `lengths` from the device.
 
     At a sentence's length limit the spelling gives way, so that EOS can end it.
     """
@@ -95,6 +97,7 @@ class Forcing:
     start: torch.Tensor
     allowed: torch.Tensor
     after: torch.Tensor
+    longest: int
 
     def restrict(
         self, log_probs: torch.Tensor, step: int, sentences: torch.Tensor, spelling: torch.Tensor, last: torch.Tensor
@@ -103,7 +106,7 @@ class Forcing:
         `step`, `last` (R,) their last allowed step -> (log_probs with what they may not take at
         -inf, whether each row is still in its prefix (R,))."""
         in_prefix = step < self.lengths[sentences]  # (R,)
-        if not bool(in_prefix.any()) and not bool(spelling.any()):
+        if step >= self.longest and not bool(spelling.any()):
             return log_probs, in_prefix  # every row free: the common case after the prefixes
         forced = self.tokens[sentences, min(step, self.tokens.size(1) - 1)]  # (R,)
         allowed = self.allowed[spelling] | last[:, None]  # (R, V)
@@ -160,7 +163,7 @@ class Forcing:
                 allowed[base + j, columns] = True
                 after[base + j, columns] = torch.where(following == spelled, 0, base + following)
             base += spelled
-        return cls(*(tensor.to(device) for tensor in (tokens, lengths, start, allowed, after)))
+        return cls(*(tensor.to(device) for tensor in (tokens, lengths, start, allowed, after)), int(lengths.max()))
 
 
 @torch.no_grad()
@@ -255,7 +258,7 @@ def teacher_forced(
         prev = targets[:, step]
         log_probs.append(step_log_probs.gather(1, prev[:, None]).squeeze(1))
         attentions.append(attention.float())
-        best_log_probs, best = never_generated(step_log_probs.clone()).max(dim=-1)  # (B,)
+        best_log_probs, best = never_generated(step_log_probs).max(dim=-1)  # (B,), the target's taken above
         choices.append(best)
         choice_log_probs.append(best_log_probs)
     real = targets != PAD  # (B, T)
