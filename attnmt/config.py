@@ -67,6 +67,12 @@ class DataConfig(_Section):
     lowercase: bool = False
     spm_model_type: Literal["bpe", "unigram"] = "bpe"
     spm_vocab_size: int = Field(8000, ge=16)
+    tokenizer_sample: int = Field(
+        1_000_000,
+        ge=1,
+        description="SentencePiece trains on at most this many training pairs, drawn at random (seeded by "
+        "split_seed) from larger corpora; the default is above every built-in corpus's size",
+    )
     min_freq: int = Field(1, ge=1)
     max_vocab_size: int | None = Field(None, ge=5)
     shared_vocab: bool = False

@@ -12,9 +12,10 @@ keeps all its references (multi-reference evaluation).
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from attnmt import synthetic
 from attnmt.config import DataConfig
 from attnmt.distilled import check_student
 from attnmt.download import locate
-from attnmt.textfiles import read_input, read_lines
+from attnmt.textfiles import read_input, stream_corpus_lines
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError
 
@@ -97,28 +98,40 @@ class CorpusSplits:
 
 def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> list[tuple[str, str]]:
     """(src, tgt) pairs from two line-aligned files."""
-    src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
-    if len(src_lines) != len(tgt_lines):
-        raise UserError(
-            f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}; "
-            "parallel files must have the same number of lines"
-        )
-    return [(src.strip(), tgt.strip()) for src, tgt in zip(src_lines, tgt_lines, strict=True)]
+    return list(stream_parallel(src_path, tgt_path))
+
+
+def stream_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> Iterator[tuple[str, str]]:
+    """(src, tgt) pairs from two line-aligned files, read lazily; files of different lengths are
+    a UserError giving both line counts, raised when the shorter one ends."""
+    sources, targets = stream_corpus_lines(src_path), stream_corpus_lines(tgt_path)
+    for paired, (src, tgt) in enumerate(itertools.zip_longest(sources, targets)):
+        if src is None or tgt is None:
+            total = paired + 1 + sum(1 for _ in (sources if tgt is None else targets))
+            n_src, n_tgt = (total, paired) if tgt is None else (paired, total)
+            raise UserError(
+                f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}; "
+                "parallel files must have the same number of lines"
+            )
+        yield src.strip(), tgt.strip()
 
 
 def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
     """(first, second) column pairs of a tab-separated file; further columns are ignored
     (newer manythings.org files add an attribution column)."""
-    pairs = []
-    for line_number, line in enumerate(read_lines(path), 1):
+    return list(stream_tsv(path))
+
+
+def stream_tsv(path: str | os.PathLike) -> Iterator[tuple[str, str]]:
+    """`read_tsv`'s pairs, read lazily."""
+    for line_number, line in enumerate(stream_corpus_lines(path), 1):
         fields = line.split("\t")
         if len(fields) < 2:
             raise UserError(f"{path}:{line_number}: no tab; expected source<TAB>target")
         src, tgt = fields[0].strip(), fields[1].strip()
         if not src or not tgt:
             raise UserError(f"{path}:{line_number}: empty {'source' if not src else 'target'}")
-        pairs.append((src, tgt))
-    return pairs
+        yield src, tgt
 
 
 def read_test_files(src_path: str, ref_paths: Sequence[str]) -> list[Example]:
@@ -179,26 +192,16 @@ def split_by_source(
 
 
 def _token_counter(lang: str) -> Callable[[str], int]:
-    """Word-token count of a sentence, memoized (Tatoeba repeats sources across pairs)."""
+    """Word-token count of a sentence, memoized for recent sentences (Tatoeba repeats sources
+    across pairs; a bounded cache keeps a streamed corpus's memory flat)."""
     tokenizer = WordTokenizer(lang)
-    return functools.lru_cache(maxsize=None)(lambda text: len(tokenizer.tokenize(text)))
+    return functools.lru_cache(maxsize=1 << 16)(lambda text: len(tokenizer.tokenize(text)))
 
 
 def short_limits(src_lang: str, tgt_lang: str) -> tuple[int, int]:
     """(max source tokens, max target tokens) of the `short` subset: English 8, French 12,
     any other language 8 as source and 12 as target."""
     return SHORT_MAX_TOKENS.get(src_lang, SHORT_MAX_SRC_TOKENS), SHORT_MAX_TOKENS.get(tgt_lang, SHORT_MAX_TGT_TOKENS)
-
-
-def _short_pairs(pairs: list[tuple[str, str]], cfg: DataConfig) -> list[tuple[str, str]]:
-    max_src, max_tgt = short_limits(cfg.src_lang, cfg.tgt_lang)
-    src_len, tgt_len = _token_counter(cfg.src_lang), _token_counter(cfg.tgt_lang)
-
-    def fits(text: str, count: Callable[[str], int], limit: int) -> bool:
-        # Every space-separated chunk is at least one token: a cheap first test spares the tokenizer.
-        return len(text.split()) <= limit and count(text) <= limit
-
-    return [(src, tgt) for src, tgt in pairs if fits(src, src_len, max_src) and fits(tgt, tgt_len, max_tgt)]
 
 
 class _Length:
@@ -232,27 +235,87 @@ def _ratio_over(a: _Length, b: _Length, limit: float | None) -> bool:
     return max(n_a, n_b) / max(1, min(n_a, n_b)) > limit
 
 
+# The verdicts of `PairRules.verdict` that drop a pair without counting it as dropped by a
+# length filter: the `short` subset selects a corpus, and held-out sources belong to valid/test.
+NOT_IN_SUBSET, HELD_OUT = "subset", "held_out"
+
+
+class PairRules:
+    """What a training pair must pass, one pair at a time, in this order: the `short` subset,
+    a source not held out for valid/test (when `data.train` replaces a corpus's training
+    pairs), then the length filters (max_src_tokens, max_tgt_tokens, max_length_ratio).
+
+    Picklable, so that preparation workers apply it to the chunks of a streamed corpus; the
+    token counters are made again on first use after unpickling."""
+
+    def __init__(self, cfg: DataConfig, held_out: frozenset[str] = frozenset()) -> None:
+        self.languages = (cfg.src_lang, cfg.tgt_lang)
+        self.short = short_limits(cfg.src_lang, cfg.tgt_lang) if cfg.subset == "short" else None
+        self.limits = (cfg.max_src_tokens, cfg.max_tgt_tokens, cfg.max_length_ratio)
+        self.held_out = held_out
+        self._counters: tuple[Callable[[str], int], Callable[[str], int]] | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_counters": None}
+
+    def _count(self) -> tuple[Callable[[str], int], Callable[[str], int]]:
+        if self._counters is None:
+            self._counters = (_token_counter(self.languages[0]), _token_counter(self.languages[1]))
+        return self._counters
+
+    def in_subset(self, src: str, tgt: str) -> bool:
+        """Whether the pair belongs to the configured subset (every pair of `full`)."""
+        if self.short is None:
+            return True
+        (max_src, max_tgt), (src_len, tgt_len) = self.short, self._count()
+        # Every space-separated chunk is at least one token: a cheap first test spares the tokenizer.
+        return all(
+            len(text.split()) <= limit and count(text) <= limit
+            for text, count, limit in ((src, src_len, max_src), (tgt, tgt_len, max_tgt))
+        )
+
+    def broken_limit(self, src: str, tgt: str) -> str | None:
+        """The length filter's setting the pair breaks first, or None."""
+        max_src, max_tgt, max_ratio = self.limits
+        if max_src is None and max_tgt is None and max_ratio is None:
+            return None
+        src_len, tgt_len = self._count()
+        n_src, n_tgt = _Length(src, src_len), _Length(tgt, tgt_len)
+        if n_src.over(max_src):
+            return "max_src_tokens"
+        if n_tgt.over(max_tgt):
+            return "max_tgt_tokens"
+        if _ratio_over(n_src, n_tgt, max_ratio):
+            return "max_length_ratio"
+        return None
+
+    def verdict(self, src: str, tgt: str) -> str | None:
+        """None to keep the pair; else NOT_IN_SUBSET, HELD_OUT or the broken filter's setting."""
+        if not self.in_subset(src, tgt):
+            return NOT_IN_SUBSET
+        if src in self.held_out:
+            return HELD_OUT
+        return self.broken_limit(src, tgt)
+
+
+def _short_pairs(pairs: list[tuple[str, str]], cfg: DataConfig) -> list[tuple[str, str]]:
+    rules = PairRules(cfg)
+    return [(src, tgt) for src, tgt in pairs if rules.in_subset(src, tgt)]
+
+
 def _filter_training_pairs(
     pairs: list[tuple[str, str]], cfg: DataConfig
 ) -> tuple[list[tuple[str, str]], dict[str, int]]:
     """Apply max_src_tokens, max_tgt_tokens and max_length_ratio; the kept pairs and, per
     setting, how many pairs it dropped (each pair counted under the first limit it breaks)."""
-    if cfg.max_src_tokens is None and cfg.max_tgt_tokens is None and cfg.max_length_ratio is None:
-        return pairs, {}
-    src_len, tgt_len = _token_counter(cfg.src_lang), _token_counter(cfg.tgt_lang)
+    rules = PairRules(cfg)
     kept, dropped = [], {}
     for src, tgt in pairs:
-        n_src, n_tgt = _Length(src, src_len), _Length(tgt, tgt_len)
-        if n_src.over(cfg.max_src_tokens):
-            broken = "max_src_tokens"
-        elif n_tgt.over(cfg.max_tgt_tokens):
-            broken = "max_tgt_tokens"
-        elif _ratio_over(n_src, n_tgt, cfg.max_length_ratio):
-            broken = "max_length_ratio"
-        else:
+        broken = rules.broken_limit(src, tgt)
+        if broken is None:
             kept.append((src, tgt))
-            continue
-        dropped[broken] = dropped.get(broken, 0) + 1
+        else:
+            dropped[broken] = dropped.get(broken, 0) + 1
     return kept, dropped
 
 
@@ -298,6 +361,71 @@ def _assemble(
     return CorpusSplits(train, valid_examples, test_examples, cfg.corpus, attribution, raw_pairs, dropped)
 
 
+@dataclass
+class CorpusStream:
+    """A corpus whose training pairs are read lazily, in file order (`stream_corpus`), so that
+    one of any size can be prepared in bounded memory: the held-out splits in memory, the
+    training pairs from `read()`, each kept or dropped by `rules` (None: `read()` gives the
+    kept pairs, counted in `raw_pairs` and `dropped` already)."""
+
+    name: str
+    attribution: str | None
+    valid: list[Example]
+    test: list[Example]
+    files: list[Path]  # every file read, in a fixed order
+    read: Callable[[], Iterator[tuple[str, str]]]
+    rules: PairRules | None
+    raw_pairs: int | None = None
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def check_counts(self, raw_pairs: int, kept: int) -> None:
+        """The errors of a training split that came out empty, read or filtered."""
+        if raw_pairs == 0:
+            raise UserError(f"data.train: the training data of {self.name} is empty")
+        if kept == 0:
+            raise UserError(f"data: no training pairs of {self.name} are left after the subset and length filters")
+
+    def materialize(self) -> CorpusSplits:
+        """Every training pair read and judged: the `CorpusSplits` `load_corpus` returns."""
+        if self.rules is None:
+            train, raw_pairs, dropped = list(self.read()), self.raw_pairs or 0, dict(self.dropped)
+        else:
+            train, raw_pairs, dropped = [], 0, {}
+            for src, tgt in self.read():
+                raw_pairs += 1
+                verdict = self.rules.verdict(src, tgt)
+                if verdict is None:
+                    train.append((src, tgt))
+                elif verdict not in (NOT_IN_SUBSET, HELD_OUT):
+                    dropped[verdict] = dropped.get(verdict, 0) + 1
+        self.check_counts(raw_pairs, len(train))
+        return CorpusSplits(train, self.valid, self.test, self.name, self.attribution, raw_pairs, dropped)
+
+
+def _streamed(
+    cfg: DataConfig,
+    attribution: str | None,
+    valid: list[tuple[str, str]],
+    test: list[tuple[str, str]],
+    files: list[Path],
+    read: Callable[[], Iterator[tuple[str, str]]],
+    *,
+    replacing: bool,
+) -> CorpusStream:
+    """A corpus with its own valid and test pairs, its training pairs streamed by `read`.
+    `replacing`: they replace a built-in corpus's own (`data.train`), so a pair whose source
+    is held out for valid or test is dropped."""
+    rules = PairRules(cfg)
+    valid, test = ([pair for pair in pairs if rules.in_subset(*pair)] for pairs in (valid, test))
+    if replacing:
+        rules.held_out = frozenset(src for src, _ in valid + test)
+
+    def examples(pairs: list[tuple[str, str]]) -> list[Example]:
+        return [Example(src, (tgt,)) for src, tgt in pairs]
+
+    return CorpusStream(cfg.corpus, attribution, examples(valid), examples(test), files, read, rules)
+
+
 # --- the corpora -------------------------------------------------------------------------
 
 
@@ -314,7 +442,7 @@ def _replacing_train(cfg: DataConfig) -> list[tuple[str, str]] | None:
     if cfg.train is None:
         return None
     check_student(cfg.train, cfg.src_lang, cfg.tgt_lang)
-    return _read_prefix(cfg.train, "train", cfg)
+    return read_parallel(*_prefix_paths(cfg.train, "train", cfg))
 
 
 def _load_tatoeba(cfg: DataConfig, data_dir: str | None) -> CorpusSplits:
@@ -334,26 +462,42 @@ def _check_multi30k_split(split: str, key: str, cfg: DataConfig) -> None:
             raise UserError(f"data.{key}: multi30k split {split} has no {lang!r} text; splits with it: {having}")
 
 
-def _load_multi30k(cfg: DataConfig, data_dir: str | None) -> CorpusSplits:
+def _multi30k_paths(cfg: DataConfig, data_dir: str | None) -> list[tuple[Path, Path]]:
+    """(source, target) files of the training (or the replacing data.train), valid and test splits."""
     _check_direction("multi30k", cfg, MULTI30K_SPLITS["train"])
     _check_multi30k_split(cfg.valid_split, "valid_split", cfg)
     _check_multi30k_split(cfg.test_split, "test_split", cfg)
 
-    def read_split(split: str) -> list[tuple[str, str]]:
-        return read_parallel(
+    def paths(split: str) -> tuple[Path, Path]:
+        return (
             locate(f"multi30k/{split}.{cfg.src_lang}.gz", data_dir),
             locate(f"multi30k/{split}.{cfg.tgt_lang}.gz", data_dir),
         )
 
-    replacement = _replacing_train(cfg)
-    train = read_split("train") if replacement is None else []
-    valid, test = read_split(cfg.valid_split), read_split(cfg.test_split)
-    return _assemble(cfg, train, valid, test, MULTI30K_ATTRIBUTION, replaced_by=replacement)
+    if cfg.train is not None:  # a replacing training corpus: a distilled one, say
+        check_student(cfg.train, cfg.src_lang, cfg.tgt_lang)
+        train = _prefix_paths(cfg.train, "train", cfg)
+    else:
+        train = paths("train")
+    return [train, paths(cfg.valid_split), paths(cfg.test_split)]
 
 
-def _read_prefix(prefix: str, key: str, cfg: DataConfig) -> list[tuple[str, str]]:
-    """Pairs from `{prefix}.{src_lang}` and `{prefix}.{tgt_lang}`, each possibly gzipped; `key` names
-    the config field (train, valid, test) that holds `prefix`."""
+def _stream_multi30k(cfg: DataConfig, data_dir: str | None) -> CorpusStream:
+    train, valid, test = _multi30k_paths(cfg, data_dir)
+    return _streamed(
+        cfg,
+        MULTI30K_ATTRIBUTION,
+        read_parallel(*valid),
+        read_parallel(*test),
+        [*train, *valid, *test],
+        lambda: stream_parallel(*train),
+        replacing=cfg.train is not None,
+    )
+
+
+def _prefix_paths(prefix: str, key: str, cfg: DataConfig) -> tuple[Path, Path]:
+    """`{prefix}.{src_lang}` and `{prefix}.{tgt_lang}`, each possibly gzipped; `key` names the
+    config field (train, valid, test) that holds `prefix`."""
 
     def path_for(lang: str) -> Path:
         plain, packed = Path(f"{prefix}.{lang}"), Path(f"{prefix}.{lang}.gz")
@@ -371,23 +515,53 @@ def _read_prefix(prefix: str, key: str, cfg: DataConfig) -> list[tuple[str, str]
             f"completed by .{lang} or .{lang}.gz"
         )
 
-    return read_parallel(path_for(cfg.src_lang), path_for(cfg.tgt_lang))
+    return path_for(cfg.src_lang), path_for(cfg.tgt_lang)
 
 
-def _load_user_data(cfg: DataConfig) -> CorpusSplits:
+def _user_files(cfg: DataConfig, path: str, key: str) -> tuple[Path, ...]:
+    """The files a user-data setting names: a prefix's two files (files), or one file (tsv)."""
+    return _prefix_paths(path, key, cfg) if cfg.corpus == "files" else (Path(path),)
+
+
+def _read_user_pairs(cfg: DataConfig, files: tuple[Path, ...]) -> Iterator[tuple[str, str]]:
+    return stream_parallel(*files) if cfg.corpus == "files" else stream_tsv(files[0])
+
+
+def _check_user_data(cfg: DataConfig) -> None:
     if cfg.train is None:
         expected = "a path prefix (.{lang} is appended)" if cfg.corpus == "files" else "a src<TAB>tgt file"
         raise UserError(f"data.train: corpus {cfg.corpus} needs data.train, {expected}")
-
-    def read(path: str | None, key: str) -> list[tuple[str, str]] | None:
-        if path is None:
-            return None
-        return _read_prefix(path, key, cfg) if cfg.corpus == "files" else read_tsv(path)
-
     if cfg.corpus == "files":
         check_student(cfg.train, cfg.src_lang, cfg.tgt_lang)
 
+
+def _load_user_data(cfg: DataConfig) -> CorpusSplits:
+    """User data without its own valid and test files: those are split off by source."""
+    _check_user_data(cfg)
+
+    def read(path: str | None, key: str) -> list[tuple[str, str]] | None:
+        return None if path is None else list(_read_user_pairs(cfg, _user_files(cfg, path, key)))
+
     return _assemble(cfg, read(cfg.train, "train"), read(cfg.valid, "valid"), read(cfg.test, "test"), None)
+
+
+def _stream_user_data(cfg: DataConfig) -> CorpusStream:
+    """User data with its own valid and test files: the training file(s) are streamed."""
+    _check_user_data(cfg)
+    train, valid, test = (_user_files(cfg, path, key) for key, path in _split_paths(cfg))
+    return _streamed(
+        cfg,
+        None,
+        list(_read_user_pairs(cfg, valid)),
+        list(_read_user_pairs(cfg, test)),
+        [*train, *valid, *test],
+        lambda: _read_user_pairs(cfg, train),
+        replacing=False,
+    )
+
+
+def _split_paths(cfg: DataConfig) -> list[tuple[str, str]]:
+    return [("train", cfg.train), ("valid", cfg.valid), ("test", cfg.test)]
 
 
 def _load_synthetic(cfg: DataConfig) -> CorpusSplits:
@@ -408,6 +582,49 @@ def _load_synthetic(cfg: DataConfig) -> CorpusSplits:
     return splits
 
 
+def _streamable(cfg: DataConfig) -> bool:
+    """Whether the corpus's training pairs can be read as a stream: its valid and test splits
+    come from files of their own (nothing has to be split off by source first)."""
+    return cfg.corpus == "multi30k" or (cfg.corpus in ("files", "tsv") and None not in (cfg.valid, cfg.test))
+
+
+def corpus_files(cfg: DataConfig, data_dir: str | None = None) -> list[Path]:
+    """Every file the configured corpus is read from, in a fixed order (none for a synthetic
+    task): what a prepared dataset's key records of its input."""
+    data_dir = data_dir or cfg.data_dir
+    if cfg.corpus == "multi30k":
+        return [path for paths in _multi30k_paths(cfg, data_dir) for path in paths]
+    if cfg.corpus == "tatoeba-eng-fra":
+        replacing = list(_prefix_paths(cfg.train, "train", cfg)) if cfg.train is not None else []
+        return [locate("tatoeba-eng-fra/fra.txt.gz", data_dir), *replacing]
+    if cfg.corpus in ("files", "tsv"):
+        return [file for key, path in _split_paths(cfg) if path is not None for file in _user_files(cfg, path, key)]
+    return []
+
+
+def stream_corpus(cfg: DataConfig, data_dir: str | None = None) -> CorpusStream:
+    """The configured corpus as a `CorpusStream`: read lazily where its training pairs come from
+    files of their own (multi30k; files and tsv with data.valid and data.test), else loaded
+    (`load_corpus`: a corpus whose valid and test splits are split off by source)."""
+    data_dir = data_dir or cfg.data_dir
+    if cfg.corpus == "multi30k":
+        return _stream_multi30k(cfg, data_dir)
+    if _streamable(cfg):
+        return _stream_user_data(cfg)
+    splits = load_corpus(cfg, data_dir)
+    return CorpusStream(
+        splits.name,
+        splits.attribution,
+        splits.valid,
+        splits.test,
+        corpus_files(cfg, data_dir),
+        lambda: iter(splits.train),
+        None,
+        splits.raw_pairs,
+        splits.dropped,
+    )
+
+
 def load_corpus(cfg: DataConfig, data_dir: str | None = None) -> CorpusSplits:
     """Read (downloading if need be), subset, split and filter the configured corpus.
 
@@ -418,9 +635,9 @@ def load_corpus(cfg: DataConfig, data_dir: str | None = None) -> CorpusSplits:
     if cfg.corpus == "tatoeba-eng-fra":
         return _load_tatoeba(cfg, data_dir)
     if cfg.corpus == "multi30k":
-        return _load_multi30k(cfg, data_dir)
+        return _stream_multi30k(cfg, data_dir).materialize()
     if cfg.corpus in ("files", "tsv"):
-        return _load_user_data(cfg)
+        return _stream_user_data(cfg).materialize() if _streamable(cfg) else _load_user_data(cfg)
     if cfg.corpus in synthetic.TASKS:
         return _load_synthetic(cfg)
     raise UserError(f"data.corpus: unknown corpus {cfg.corpus!r}; known: {', '.join(KNOWN_CORPORA)}")

@@ -11,20 +11,21 @@ Batch order is a pure function of (seed, epoch), so a resumed run continues from
 from __future__ import annotations
 
 import random
-import shutil
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
+from attnmt.binarized import TokenArrays
+from attnmt.codec import TextCodec, build_tokenizers, build_vocabs
 from attnmt.config import DataConfig
 from attnmt.corpora import CorpusSplits, Example, load_corpus
-from attnmt.download import cache_root
-from attnmt.tokenize import SentencePieceTokenizer, Tokenizer, WordTokenizer, train_sentencepiece
-from attnmt.utils import UserError, atomic_path
-from attnmt.vocab import BOS, EOS, PAD, SPECIALS, Vocab
+from attnmt.prepare import Progress, ensure_prepared
+from attnmt.tokenize import Tokenizer
+from attnmt.vocab import BOS, EOS, PAD, Vocab
 
 
 @dataclass
@@ -80,33 +81,23 @@ def padded_length(src_length: int, tgt_length: int) -> int:
     return max(src_length, tgt_length + 1)
 
 
-def _cut_by_budget(
-    ordered: Sequence[int],
-    src_lengths: Sequence[int],
-    tgt_lengths: Sequence[int],
-    batch_tokens: int,
-    max_sentences: int,
-) -> list[list[int]]:
-    """Greedily cut an ordered index list into batches whose padded size fits the budget.
+def _cut_by_budget(ordered: np.ndarray, padded: np.ndarray, batch_tokens: int, max_sentences: int) -> list[np.ndarray]:
+    """Greedily cut an ordered index array into batches whose padded size fits the budget.
 
-    A batch's cost is sentences x longest side (source, or target + 1 for BOS/EOS), i.e. the
-    padded tensor it becomes. Every sentence must fit the budget alone (the sampler leaves out
-    those that do not).
+    A batch's cost is sentences x longest side (source, or target + 1 for BOS/EOS: `padded`,
+    per example), i.e. the padded tensor it becomes. Every sentence must fit the budget alone
+    (the sampler leaves out those that do not).
     """
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
-    for index in ordered:
-        length = padded_length(src_lengths[index], tgt_lengths[index])
+    cuts = []
+    size, longest = 0, 0
+    for position, length in enumerate(padded[ordered].tolist()):
         grown = max(longest, length)
-        if current and (grown * (len(current) + 1) > batch_tokens or len(current) >= max_sentences):
-            batches.append(current)
-            current, grown = [], length
-        current.append(index)
+        if size and (grown * (size + 1) > batch_tokens or size >= max_sentences):
+            cuts.append(position)
+            size, grown = 0, length
+        size += 1
         longest = grown
-    if current:
-        batches.append(current)
-    return batches
+    return np.split(ordered, cuts) if len(ordered) else []
 
 
 class TokenBatchSampler:
@@ -119,12 +110,17 @@ class TokenBatchSampler:
 
     No batch exceeds `batch_tokens`, so a step's memory stays bounded: a pair longer than the
     budget on its own is left out of every batch and listed in `over_budget`.
+
+    Only the lengths are held (two integer arrays), never the sentences: a memory-mapped
+    corpus of millions of pairs is batched without being read. The shuffles are Python's
+    `random.Random` over lists and the sorts are stable (by source, then target length), so
+    an epoch's batches are the same whichever container the lengths came in.
     """
 
     def __init__(
         self,
-        src_lengths: Sequence[int],
-        tgt_lengths: Sequence[int],
+        src_lengths: Sequence[int] | np.ndarray,
+        tgt_lengths: Sequence[int] | np.ndarray,
         *,
         batch_tokens: int,
         max_sentences: int | None = None,
@@ -134,108 +130,83 @@ class TokenBatchSampler:
     ) -> None:
         if len(src_lengths) != len(tgt_lengths):
             raise ValueError("src_lengths and tgt_lengths differ in length")
-        self.src_lengths = list(src_lengths)
-        self.tgt_lengths = list(tgt_lengths)
+        self.src_lengths = np.asarray(src_lengths, dtype=np.int64)
+        self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)
+        self.padded = np.maximum(self.src_lengths, self.tgt_lengths + 1)  # padded_length of each pair
         self.batch_tokens = batch_tokens
         self.max_sentences = max_sentences or len(self.src_lengths) or 1
         self.pool_batches = pool_batches
         self.shuffle = shuffle
         self.seed = seed
-        self.over_budget = [
-            index
-            for index, (src, tgt) in enumerate(zip(self.src_lengths, self.tgt_lengths, strict=True))
-            if padded_length(src, tgt) > batch_tokens
-        ]
+        self.over_budget: list[int] = np.flatnonzero(self.padded > batch_tokens).tolist()
 
-    def _key(self, index: int) -> tuple[int, int]:
-        return (self.src_lengths[index], self.tgt_lengths[index])
+    def _sorted(self, indices: np.ndarray) -> np.ndarray:
+        """`indices` sorted by (source length, target length), ties kept in order."""
+        return indices[np.lexsort((self.tgt_lengths[indices], self.src_lengths[indices]))]
+
+    def _cut(self, ordered: np.ndarray) -> list[np.ndarray]:
+        return _cut_by_budget(ordered, self.padded, self.batch_tokens, self.max_sentences)
+
+    def epoch_batches(self, epoch: int = 0) -> list[np.ndarray]:
+        """All batches of one epoch, as int64 arrays of example indices."""
+        kept = np.flatnonzero(self.padded <= self.batch_tokens)
+        if not self.shuffle:
+            return self._cut(self._sorted(kept))
+        rng = random.Random(self.seed * 1_000_003 + epoch)
+        order = kept.tolist()
+        rng.shuffle(order)
+        shuffled = np.asarray(order, dtype=np.int64)
+        del order
+        mean_length = max(1.0, int(self.src_lengths[kept].sum()) / max(1, len(kept)))
+        pool_size = max(1, int(self.pool_batches * self.batch_tokens / mean_length))
+        batches: list[np.ndarray] = []
+        for start in range(0, len(shuffled), pool_size):
+            batches += self._cut(self._sorted(shuffled[start : start + pool_size]))
+        rng.shuffle(batches)
+        return batches
 
     def batches(self, epoch: int = 0) -> list[list[int]]:
         """All batches of one epoch, as lists of example indices."""
-        left_out = set(self.over_budget)
-        indices = [index for index in range(len(self.src_lengths)) if index not in left_out]
-        if not self.shuffle:
-            indices.sort(key=self._key)
-            return _cut_by_budget(indices, self.src_lengths, self.tgt_lengths, self.batch_tokens, self.max_sentences)
-        rng = random.Random(self.seed * 1_000_003 + epoch)
-        rng.shuffle(indices)
-        mean_length = max(1.0, sum(self.src_lengths[index] for index in indices) / max(1, len(indices)))
-        pool_size = max(1, int(self.pool_batches * self.batch_tokens / mean_length))
-        batches: list[list[int]] = []
-        for start in range(0, len(indices), pool_size):
-            pool = sorted(indices[start : start + pool_size], key=self._key)
-            batches += _cut_by_budget(pool, self.src_lengths, self.tgt_lengths, self.batch_tokens, self.max_sentences)
-        rng.shuffle(batches)
-        return batches
+        return [batch.tolist() for batch in self.epoch_batches(epoch)]
 
     def iterate(self, start_epoch: int = 0, start_batch: int = 0) -> Iterator[tuple[int, int, list[int]]]:
         """Endless (epoch, position, indices) from a saved position; resuming continues exactly."""
         epoch, first = start_epoch, start_batch
         while True:
-            epoch_batches = self.batches(epoch)
+            epoch_batches = self.epoch_batches(epoch)
             for position in range(first, len(epoch_batches)):
-                yield epoch, position, epoch_batches[position]
+                yield epoch, position, epoch_batches[position].tolist()
             epoch, first = epoch + 1, 0
 
 
 @dataclass
 class EncodedSplit:
     """Token ids of one split. Each (source, reference) pair is one row for the loss;
-    `examples` keeps the multi-reference view for BLEU."""
+    `examples` keeps the multi-reference view for BLEU (empty for a prepared training split,
+    whose ids are memory-mapped `TokenArrays` and whose text is not kept)."""
 
-    src_ids: list[list[int]]
-    tgt_ids: list[list[int]]
+    src_ids: Sequence[Sequence[int]]
+    tgt_ids: Sequence[Sequence[int]]
     examples: list[Example]
 
     def __len__(self) -> int:
         return len(self.src_ids)
 
+    @property
+    def src_lengths(self) -> np.ndarray:
+        """(N,) int64 source lengths in tokens."""
+        return _lengths(self.src_ids)
 
-@dataclass
-class TextCodec:
-    """Text <-> ids for one translation direction: the tokenizers and vocabularies a model was
-    trained with. Saved into, and loaded from, the run directory."""
+    @property
+    def tgt_lengths(self) -> np.ndarray:
+        """(N,) int64 target lengths in tokens (without BOS or EOS)."""
+        return _lengths(self.tgt_ids)
 
-    src_tokenizer: Tokenizer
-    tgt_tokenizer: Tokenizer
-    src_vocab: Vocab
-    tgt_vocab: Vocab
 
-    def source_tokens(self, text: str) -> list[str]:
-        return self.src_tokenizer.tokenize(text)
-
-    def encode_source(self, text: str) -> list[int]:
-        return self.src_vocab.encode(self.src_tokenizer.tokenize(text))
-
-    def encode_target(self, text: str) -> list[int]:
-        return self.tgt_vocab.encode(self.tgt_tokenizer.tokenize(text))
-
-    def target_tokens(self, ids: Sequence[int]) -> list[str]:
-        return self.tgt_vocab.decode(ids)
-
-    def decode_target(self, ids: Sequence[int]) -> str:
-        """Target ids -> natural text (detokenized), the form BLEU and users see."""
-        return self.tgt_tokenizer.detokenize(self.tgt_vocab.decode(ids))
-
-    def save(self, run_dir: str | Path) -> None:
-        run_dir = Path(run_dir)
-        self.src_vocab.save(run_dir / "src.vocab.json")
-        self.tgt_vocab.save(run_dir / "tgt.vocab.json")
-        for side, tokenizer in (("src", self.src_tokenizer), ("tgt", self.tgt_tokenizer)):
-            if isinstance(tokenizer, SentencePieceTokenizer):
-                with atomic_path(run_dir / f"{side}.spm.model") as tmp:
-                    shutil.copyfile(tokenizer.model_path, tmp)
-
-    @classmethod
-    def load(cls, run_dir: str | Path, cfg: DataConfig) -> TextCodec:
-        run_dir = Path(run_dir)
-        if cfg.tokenizer == "word":
-            src_tok: Tokenizer = WordTokenizer(cfg.src_lang, lowercase=cfg.lowercase)
-            tgt_tok: Tokenizer = WordTokenizer(cfg.tgt_lang, lowercase=cfg.lowercase)
-        else:
-            src_tok = SentencePieceTokenizer(run_dir / "src.spm.model", lowercase=cfg.lowercase)
-            tgt_tok = SentencePieceTokenizer(run_dir / "tgt.spm.model", lowercase=cfg.lowercase)
-        return cls(src_tok, tgt_tok, Vocab.load(run_dir / "src.vocab.json"), Vocab.load(run_dir / "tgt.vocab.json"))
+def _lengths(ids: Sequence[Sequence[int]]) -> np.ndarray:
+    if isinstance(ids, TokenArrays):
+        return ids.lengths
+    return np.fromiter((len(sentence) for sentence in ids), dtype=np.int64, count=len(ids))
 
 
 @dataclass
@@ -256,8 +227,8 @@ class DataBundle:
     def sampler(self, cfg: DataConfig, *, shuffle: bool, seed: int, split: str = "train") -> TokenBatchSampler:
         encoded: EncodedSplit = getattr(self, split)
         return TokenBatchSampler(
-            [len(ids) for ids in encoded.src_ids],
-            [len(ids) for ids in encoded.tgt_ids],
+            encoded.src_lengths,
+            encoded.tgt_lengths,
             batch_tokens=cfg.batch_tokens,
             max_sentences=cfg.max_batch_sentences,
             pool_batches=cfg.bucket_pool_batches,
@@ -266,34 +237,12 @@ class DataBundle:
         )
 
 
-def build_tokenizers(cfg: DataConfig, train_pairs: Sequence[tuple[str, str]]) -> tuple[Tokenizer, Tokenizer]:
-    """Word tokenizers from config, or SentencePiece models trained on the train split only."""
-    if cfg.tokenizer == "word":
-        return (
-            WordTokenizer(cfg.src_lang, lowercase=cfg.lowercase),
-            WordTokenizer(cfg.tgt_lang, lowercase=cfg.lowercase),
-        )
-    spm_dir = cache_root() / "sentencepiece"
-
-    def prepare(text: str) -> str:
-        return text.lower() if cfg.lowercase else text
-
-    def train(sentences: list[str]) -> SentencePieceTokenizer:
-        model_path = train_sentencepiece(
-            sentences, vocab_size=cfg.spm_vocab_size, model_type=cfg.spm_model_type, cache_dir=spm_dir
-        )
-        return SentencePieceTokenizer(model_path, lowercase=cfg.lowercase)
-
-    sources = [prepare(src) for src, _ in train_pairs]
-    targets = [prepare(tgt) for _, tgt in train_pairs]
-    if cfg.shared_vocab:
-        joint = train(sources + targets)
-        return joint, joint
-    return train(sources), train(targets)
-
-
 def _tokenize_all(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[str]]:
     return [tokenizer.tokenize(text) for text in texts]
+
+
+def _counts(token_lists: list[list[str]]) -> Counter[str]:
+    return Counter(token for tokens in token_lists for token in tokens)
 
 
 def _encode_examples(
@@ -308,31 +257,14 @@ def _encode_examples(
     return EncodedSplit(src_ids=src_ids, tgt_ids=tgt_ids, examples=list(examples))
 
 
-def build_vocabs(cfg: DataConfig, src_tokens: list[list[str]], tgt_tokens: list[list[str]]) -> tuple[Vocab, Vocab]:
-    """Vocabularies from training tokens only; one shared vocabulary if configured. A vocabulary
-    left without a real token (a min_freq above every count) would train a useless model in
-    silence: it is a UserError naming the setting."""
-    sides = {"shared": src_tokens + tgt_tokens} if cfg.shared_vocab else {"source": src_tokens, "target": tgt_tokens}
-    vocabs = {}
-    for side, tokens in sides.items():
-        vocabs[side] = Vocab.build(tokens, min_freq=cfg.min_freq, max_size=cfg.max_vocab_size)
-        if len(vocabs[side]) == len(SPECIALS):
-            counts = Counter(token for sentence in tokens for token in sentence)
-            most = max(counts.values(), default=0)
-            raise UserError(
-                f"data.min_freq: {cfg.min_freq} leaves the {side} vocabulary without a single token "
-                f"(the most frequent training token occurs {most:,} times); lower data.min_freq"
-            )
-    return (vocabs["shared"], vocabs["shared"]) if cfg.shared_vocab else (vocabs["source"], vocabs["target"])
-
-
 def build_data(cfg: DataConfig, data_dir: str | Path | None = None) -> DataBundle:
-    """Corpus -> tokenizers -> vocabularies -> encoded train/valid/test splits."""
+    """Corpus -> tokenizers -> vocabularies -> encoded train/valid/test splits, in memory.
+    `prepared_data` gives the same ids and batches from data encoded once on disk."""
     splits = load_corpus(cfg, data_dir=str(data_dir) if data_dir is not None else None)
     src_tokenizer, tgt_tokenizer = build_tokenizers(cfg, splits.train)
     src_tokens = _tokenize_all(src_tokenizer, [src for src, _ in splits.train])
     tgt_tokens = _tokenize_all(tgt_tokenizer, [tgt for _, tgt in splits.train])
-    src_vocab, tgt_vocab = build_vocabs(cfg, src_tokens, tgt_tokens)
+    src_vocab, tgt_vocab = build_vocabs(cfg, _counts(src_tokens), _counts(tgt_tokens))
     train = EncodedSplit(
         src_ids=[src_vocab.encode(tokens) for tokens in src_tokens],
         tgt_ids=[tgt_vocab.encode(tokens) for tokens in tgt_tokens],
@@ -348,4 +280,41 @@ def build_data(cfg: DataConfig, data_dir: str | Path | None = None) -> DataBundl
         train=train,
         valid=_encode_examples(splits.valid, *encode),
         test=_encode_examples(splits.test, *encode),
+    )
+
+
+def prepared_data(
+    cfg: DataConfig,
+    data_dir: str | Path | None = None,
+    *,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    say: Callable[[str], None] | None = None,
+) -> DataBundle:
+    """The data of `cfg` from its prepared dataset (prepared first if there is none): the same
+    vocabularies, ids and batches as `build_data`, the training split memory-mapped."""
+    prepared = ensure_prepared(
+        cfg, str(data_dir) if data_dir is not None else None, workers=workers, progress=progress, say=say
+    )
+    codec = prepared.codec
+    encode = (codec.src_tokenizer, codec.tgt_tokenizer, codec.src_vocab, codec.tgt_vocab)
+    manifest = prepared.manifest
+    splits = CorpusSplits(
+        [],
+        prepared.valid,
+        prepared.test,
+        manifest["corpus"],
+        manifest["attribution"],
+        prepared.raw_pairs,
+        prepared.dropped,
+    )
+    return DataBundle(
+        splits=splits,
+        src_tokenizer=codec.src_tokenizer,
+        tgt_tokenizer=codec.tgt_tokenizer,
+        src_vocab=codec.src_vocab,
+        tgt_vocab=codec.tgt_vocab,
+        train=EncodedSplit(prepared.train_src, prepared.train_tgt, examples=[]),
+        valid=_encode_examples(prepared.valid, *encode),
+        test=_encode_examples(prepared.test, *encode),
     )

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 from attnmt.checkpoint import load_trained, resolve_checkpoint, run_dir_of
+from attnmt.codec import TextCodec
 from attnmt.config import Config, load_config
-from attnmt.data import TextCodec
 from attnmt.engine import OnnxModel
 from attnmt.ensemble import Ensemble, check_compatible
 from attnmt.export import export_onnx, is_export, read_export

@@ -11,6 +11,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from attnmt.config import DataConfig
 from attnmt.data import DataBundle, EncodedSplit, TokenBatchSampler
 from attnmt.vocab import UNK
@@ -25,15 +27,16 @@ class LengthSummary:
     max: int
 
 
-def summarize_lengths(lengths: Sequence[int]) -> LengthSummary:
-    ordered = sorted(lengths)
-    if not ordered:
+def summarize_lengths(lengths: Sequence[int] | np.ndarray) -> LengthSummary:
+    ordered = np.sort(np.asarray(lengths, dtype=np.int64))
+    if not len(ordered):
         return LengthSummary(0.0, 0, 0, 0, 0)
 
     def percentile(fraction: float) -> int:
-        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+        return int(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))])
 
-    return LengthSummary(sum(ordered) / len(ordered), percentile(0.5), percentile(0.9), percentile(0.99), ordered[-1])
+    mean = int(ordered.sum()) / len(ordered)
+    return LengthSummary(mean, percentile(0.5), percentile(0.9), percentile(0.99), int(ordered[-1]))
 
 
 def unknown_rate(id_lists: Sequence[Sequence[int]]) -> float:
@@ -56,8 +59,7 @@ def padding_ratio(batches: Sequence[Sequence[int]], src_lengths: Sequence[int], 
 
 def batching_summary(cfg: DataConfig, split: EncodedSplit, seed: int) -> dict[str, float]:
     """Bucketed batches versus random batches of the same sizes (what the tutorials do)."""
-    src_lengths = [len(ids) for ids in split.src_ids]
-    tgt_lengths = [len(ids) for ids in split.tgt_ids]
+    src_lengths, tgt_lengths = split.src_lengths, split.tgt_lengths
     sampler = TokenBatchSampler(
         src_lengths,
         tgt_lengths,
@@ -98,8 +100,8 @@ def describe(bundle: DataBundle, cfg: DataConfig, seed: int = 0) -> dict:
         },
         "sources": {"valid": len(bundle.valid.examples), "test": len(bundle.test.examples)},
         "lengths": {
-            "train_src": vars(summarize_lengths([len(ids) for ids in bundle.train.src_ids])),
-            "train_tgt": vars(summarize_lengths([len(ids) for ids in bundle.train.tgt_ids])),
+            "train_src": vars(summarize_lengths(bundle.train.src_lengths)),
+            "train_tgt": vars(summarize_lengths(bundle.train.tgt_lengths)),
         },
         "vocab": {"src": len(bundle.src_vocab), "tgt": len(bundle.tgt_vocab)},
         "oov_rate": {

@@ -8,6 +8,7 @@ and line (one line of output and exit code 2 from the CLI), never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import sys
@@ -68,15 +69,8 @@ def stream_lines(path: str | None) -> Iterator[str]:
     if path is None or path == "-":
         yield from _decoded(sys.stdin.buffer, "<stdin>")
         return
-    try:
-        with Path(path).open("rb") as handle:
-            yield from _decoded(handle, path)
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a folder; expected a text file") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror or exc}); expected a readable text file") from None
+    with _reading(path), Path(path).open("rb") as handle:
+        yield from _decoded(handle, path)
 
 
 def _decoded(handle: BinaryIO, name: str) -> Iterator[str]:
@@ -94,23 +88,37 @@ def count_lines(path: str) -> int:
     return lines + (last != b"\n")
 
 
+def stream_corpus_lines(path: str | os.PathLike) -> Iterator[str]:
+    """The lines of a UTF-8 corpus file (gzipped if the name ends in .gz), read lazily: memory
+    stays flat whatever the file's size. Errors as `read_lines`, found when their line is read."""
+    path = Path(path)
+    with _reading(path), (gzip.open if path.suffix == ".gz" else open)(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            line = (decode_lines(raw, str(path), first_line=number) or [""])[0]
+            if not line.strip():
+                raise UserError(f"{path}:{number}: empty line; expected one sentence per line")
+            yield line
+
+
 def read_lines(path: str | os.PathLike) -> list[str]:
     """Lines of a UTF-8 corpus file (gzipped if the name ends in .gz), without line ends.
 
     Empty or blank lines are errors: in parallel data they almost always mean misalignment.
     """
-    path = Path(path)
-    lines = decode_lines(_read_bytes(path, gzipped=path.suffix == ".gz"), str(path))
-    for line_number, line in enumerate(lines, 1):
-        if not line.strip():
-            raise UserError(f"{path}:{line_number}: empty line; expected one sentence per line")
-    return lines
+    return list(stream_corpus_lines(path))
 
 
 def _read_bytes(path: Path, *, gzipped: bool) -> bytes:
     """A file's bytes (decompressed when `gzipped`); every way reading fails is one UserError."""
-    try:
+    with _reading(path):
         return gzip.decompress(path.read_bytes()) if gzipped else path.read_bytes()
+
+
+@contextlib.contextmanager
+def _reading(path: str | os.PathLike) -> Iterator[None]:
+    """Every way reading `path` fails in the block, as one UserError naming it."""
+    try:
+        yield
     except FileNotFoundError:
         raise UserError(f"{path}: file not found") from None
     except IsADirectoryError:

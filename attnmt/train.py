@@ -24,8 +24,9 @@ import torch.nn.functional as F
 
 from attnmt import distributed
 from attnmt.checkpoint import load_trainer_state, load_weights, read_index, resolve_checkpoint, save_checkpoint
+from attnmt.codec import TextCodec
 from attnmt.config import Config, save_config
-from attnmt.data import Batch, DataBundle, TextCodec, build_data, collate
+from attnmt.data import Batch, DataBundle, collate, prepared_data
 from attnmt.metrics import bleu, perplexity
 from attnmt.model import build_model
 from attnmt.runlog import MetricsLog, ProgressDisplay
@@ -210,7 +211,7 @@ class Trainer:
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)
-        self.bundle = bundle if bundle is not None else build_data(config.data, data_dir=data_dir)
+        self.bundle = bundle if bundle is not None else self._prepared_data(data_dir)
         self.run_dir = _prepare_run_dir(config, self.bundle, resume, self.context.is_main)
         distributed.barrier(self.context)
         self.model = build_model(config.model, len(self.bundle.src_vocab), len(self.bundle.tgt_vocab)).to(self.device)
@@ -229,6 +230,12 @@ class Trainer:
         self._warn_about_left_out_pairs()
         if self.metrics.torn_line is not None:
             self.say(f"{self.metrics.path}:{self.metrics.torn_line}: dropped a torn last line (a write cut short)")
+
+    def _prepared_data(self, data_dir: str | None) -> DataBundle:
+        """The training data, encoded once and memory-mapped (`prepare`): the first run on a
+        corpus prepares it, later runs and resumes open it."""
+        say = self.log if self.context.is_main else None
+        return prepared_data(self.config.data, data_dir, say=say)
 
     def _warn_about_left_out_pairs(self) -> None:
         dropped = self.bundle.splits.dropped_summary()
@@ -436,7 +443,8 @@ def fit(
 
     `bundle`: data already built by `build_data(config.data)`, so that several runs on one
     corpus (a notebook, a comparison) read and tokenize it once; it must come from this
-    config's data section. `on_validation(step, results)` runs after each validation's checkpoint.
+    config's data section; without it, the data is prepared once on disk and memory-mapped.
+    `on_validation(step, results)` runs after each validation's checkpoint.
     """
     trainer = Trainer(config, resume=resume, data_dir=data_dir, log=log, bundle=bundle, on_validation=on_validation)
     try:

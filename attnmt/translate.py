@@ -19,9 +19,9 @@ from typing import NamedTuple
 import torch
 
 from attnmt.alignment import alignment, word_of_tokens
+from attnmt.codec import TextCodec
 from attnmt.config import Config
 from attnmt.constrained import missing
-from attnmt.data import TextCodec
 from attnmt.plot import attention_grid, attention_heatmap
 from attnmt.prefix import Prefix, kept, parse, surfaces
 from attnmt.search import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from attnmt.utils import UserError, write_text_atomic
@@ -40,7 +40,13 @@ class Vocab:
 
     @classmethod
     def build(cls, token_lists: Iterable[Sequence[str]], min_freq: int = 1, max_size: int | None = None) -> Vocab:
-        """Count tokens and keep those seen at least `min_freq` times, most frequent first.
+        """Count tokens and keep those seen at least `min_freq` times, most frequent first
+        (`from_counts`)."""
+        return cls.from_counts(Counter(token for tokens in token_lists for token in tokens), min_freq, max_size)
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, int], min_freq: int = 1, max_size: int | None = None) -> Vocab:
+        """Tokens counted at least `min_freq` times, most frequent first, ties by the token text.
 
         `max_size` counts the four specials: `max_size=10` keeps the 6 most frequent tokens.
         Tokens spelled like a special are not counted (they already have their id).
@@ -49,10 +55,10 @@ class Vocab:
             raise ValueError(f"min_freq must be at least 1, got {min_freq}")
         if max_size is not None and max_size < len(SPECIALS):
             raise ValueError(f"max_size counts the {len(SPECIALS)} special tokens, so it must be >= 4, got {max_size}")
-        counts = Counter(token for tokens in token_lists for token in tokens)
-        for special in SPECIALS:
-            counts.pop(special, None)
-        kept = sorted((token for token, count in counts.items() if count >= min_freq), key=lambda t: (-counts[t], t))
+        kept = sorted(
+            (token for token, count in counts.items() if count >= min_freq and token not in SPECIALS),
+            key=lambda t: (-counts[t], t),
+        )
         if max_size is not None:
             kept = kept[: max_size - len(SPECIALS)]
         return cls(SPECIALS + tuple(kept))

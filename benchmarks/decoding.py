@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 from attnmt.checkpoint import load_weights, resolve_checkpoint, run_dir_of
+from attnmt.codec import TextCodec
 from attnmt.config import Config, load_config
-from attnmt.data import TextCodec, pad_sequences
+from attnmt.data import pad_sequences
 from attnmt.model import Seq2Seq, build_model
 from attnmt.search import SearchOptions, decode_all
 from benchmarks.flops import synchronize

@@ -141,6 +141,59 @@ def test_two_process_ddp_matches_one_process(tmp_path):
         assert torch.allclose(single[name], ddp[name], atol=2e-5, rtol=1e-4), name
 
 
+def launch_node(port: int, overrides: list[str], *extra: str) -> subprocess.Popen:
+    """One "node" of a two-node run: a torchrun launcher with one process, meeting the other
+    through c10d rendezvous on the loopback address (as two machines would on a network)."""
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+        "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=attnmt-two-nodes",
+        "--max_restarts=0", "-m", "attnmt", "train", *extra, *[arg for o in overrides for arg in ("--set", o)],
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+
+def test_two_nodes_match_one_process_and_a_killed_node_stops_the_other_and_the_run_resumes(tmp_path):
+    deterministic = ["model.dropout=0.0", "train.max_steps=6", "train.valid_every=100", "train.clip_grad_norm=null"]
+    fit(tiny_config(tmp_path / "single", *deterministic), log=quiet)
+    overrides = [*TINY, f"train.run_dir={tmp_path / 'nodes'}", *deterministic]
+    port = free_port()
+    nodes = [launch_node(port, overrides) for _ in range(2)]
+    for node in nodes:
+        _, stderr = node.communicate(timeout=240)
+        assert node.returncode == 0, stderr[-3000:]
+    single = load_file(str(resolve_checkpoint(tmp_path / "single", "last") / "model.safetensors"))
+    both = load_file(str(resolve_checkpoint(tmp_path / "nodes", "last") / "model.safetensors"))
+    for name in single:
+        assert torch.allclose(single[name], both[name], atol=2e-5, rtol=1e-4), name
+
+    # A long run: once it has a checkpoint, one node is killed (launcher and worker at once, as
+    # a machine that goes down); the other must stop by itself, and the run resumes.
+    run_dir = tmp_path / "killed"
+    long_run = [*TINY, f"train.run_dir={run_dir}", "train.max_steps=100000", "train.valid_every=3"]
+    port = free_port()
+    nodes = [launch_node(port, long_run) for _ in range(2)]
+    deadline = time.time() + 180
+    while time.time() < deadline and read_index(run_dir).last is None:
+        time.sleep(0.2)
+    assert read_index(run_dir).last is not None, "no checkpoint was written"
+    os.killpg(nodes[1].pid, signal.SIGKILL)
+    started = time.time()
+    _, stderr = nodes[0].communicate(timeout=90)
+    assert time.time() - started < 60, "the surviving node ran on for over a minute"
+    assert nodes[0].returncode != 0
+    nodes[1].communicate(timeout=10)
+    step = load_trainer_state(resolve_checkpoint(run_dir, "last"))["progress"]["step"]
+    port = free_port()
+    resumed = [*long_run[:-2], f"train.max_steps={step + 4}", "train.valid_every=3"]
+    nodes = [launch_node(port, resumed, "--resume", str(run_dir)) for _ in range(2)]
+    for node in nodes:
+        _, stderr = node.communicate(timeout=240)
+        assert node.returncode == 0, stderr[-3000:]
+    assert load_trainer_state(resolve_checkpoint(run_dir, "last"))["progress"]["step"] == step + 4
+
+
 def test_sigterm_writes_a_resumable_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     overrides = [*TINY, f"train.run_dir={run_dir}", "train.max_steps=100000", "train.valid_every=100000"]

@@ -1,0 +1,127 @@
+"""`TextCodec`: text <-> token ids for one translation direction, and how one is built from the
+training pairs (tokenizers, then vocabularies from token counts).
+
+The tokenizers and vocabularies travel together: saved into (and loaded from) a run
+directory or a prepared dataset, under the same file names. No torch.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnmt.config import DataConfig
+from attnmt.download import cache_root
+from attnmt.tokenize import SentencePieceTokenizer, Tokenizer, WordTokenizer, train_sentencepiece
+from attnmt.utils import UserError, atomic_path
+from attnmt.vocab import SPECIALS, Vocab
+
+
+@dataclass
+class TextCodec:
+    """Text <-> ids for one translation direction: the tokenizers and vocabularies a model was
+    trained with. Saved into, and loaded from, the run directory."""
+
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+
+    def source_tokens(self, text: str) -> list[str]:
+        return self.src_tokenizer.tokenize(text)
+
+    def encode_source(self, text: str) -> list[int]:
+        return self.src_vocab.encode(self.src_tokenizer.tokenize(text))
+
+    def encode_target(self, text: str) -> list[int]:
+        return self.tgt_vocab.encode(self.tgt_tokenizer.tokenize(text))
+
+    def target_tokens(self, ids: Sequence[int]) -> list[str]:
+        return self.tgt_vocab.decode(ids)
+
+    def decode_target(self, ids: Sequence[int]) -> str:
+        """Target ids -> natural text (detokenized), the form BLEU and users see."""
+        return self.tgt_tokenizer.detokenize(self.tgt_vocab.decode(ids))
+
+    def save(self, run_dir: str | Path) -> None:
+        run_dir = Path(run_dir)
+        self.src_vocab.save(run_dir / "src.vocab.json")
+        self.tgt_vocab.save(run_dir / "tgt.vocab.json")
+        for side, tokenizer in (("src", self.src_tokenizer), ("tgt", self.tgt_tokenizer)):
+            if isinstance(tokenizer, SentencePieceTokenizer):
+                with atomic_path(run_dir / f"{side}.spm.model") as tmp:
+                    shutil.copyfile(tokenizer.model_path, tmp)
+
+    @classmethod
+    def load(cls, run_dir: str | Path, cfg: DataConfig) -> TextCodec:
+        run_dir = Path(run_dir)
+        if cfg.tokenizer == "word":
+            src_tok: Tokenizer = WordTokenizer(cfg.src_lang, lowercase=cfg.lowercase)
+            tgt_tok: Tokenizer = WordTokenizer(cfg.tgt_lang, lowercase=cfg.lowercase)
+        else:
+            src_tok = SentencePieceTokenizer(run_dir / "src.spm.model", lowercase=cfg.lowercase)
+            tgt_tok = SentencePieceTokenizer(run_dir / "tgt.spm.model", lowercase=cfg.lowercase)
+        return cls(src_tok, tgt_tok, Vocab.load(run_dir / "src.vocab.json"), Vocab.load(run_dir / "tgt.vocab.json"))
+
+
+def sample_pairs(pairs: Iterable[tuple[str, str]], limit: int, seed: int) -> list[tuple[str, str]]:
+    """At most `limit` of `pairs`, read once: all of them, in order, when there are no more than
+    `limit`; else a uniform random sample (reservoir sampling seeded by `seed`), so a tokenizer
+    of a corpus of any size trains on a bounded sample without the corpus held in memory."""
+    sample: list[tuple[str, str]] = []
+    rng = random.Random(seed)
+    for seen, pair in enumerate(pairs):
+        if seen < limit:
+            sample.append(pair)
+        elif (slot := rng.randrange(seen + 1)) < limit:
+            sample[slot] = pair
+    return sample
+
+
+def build_tokenizers(cfg: DataConfig, train_pairs: Iterable[tuple[str, str]]) -> tuple[Tokenizer, Tokenizer]:
+    """Word tokenizers from config, or SentencePiece models trained on the train split only (on
+    at most data.tokenizer_sample of its pairs, drawn at random when it has more)."""
+    if cfg.tokenizer == "word":
+        return (
+            WordTokenizer(cfg.src_lang, lowercase=cfg.lowercase),
+            WordTokenizer(cfg.tgt_lang, lowercase=cfg.lowercase),
+        )
+    spm_dir = cache_root() / "sentencepiece"
+
+    def prepare(text: str) -> str:
+        return text.lower() if cfg.lowercase else text
+
+    def train(sentences: list[str]) -> SentencePieceTokenizer:
+        model_path = train_sentencepiece(
+            sentences, vocab_size=cfg.spm_vocab_size, model_type=cfg.spm_model_type, cache_dir=spm_dir
+        )
+        return SentencePieceTokenizer(model_path, lowercase=cfg.lowercase)
+
+    sample = sample_pairs(train_pairs, cfg.tokenizer_sample, cfg.split_seed)
+    sources = [prepare(src) for src, _ in sample]
+    targets = [prepare(tgt) for _, tgt in sample]
+    if cfg.shared_vocab:
+        joint = train(sources + targets)
+        return joint, joint
+    return train(sources), train(targets)
+
+
+def build_vocabs(cfg: DataConfig, src_counts: Counter[str], tgt_counts: Counter[str]) -> tuple[Vocab, Vocab]:
+    """Vocabularies from the token counts of the training pairs only; one shared vocabulary if
+    configured. A vocabulary left without a real token (a min_freq above every count) would
+    train a useless model in silence: it is a UserError naming the setting."""
+    sides = {"shared": src_counts + tgt_counts} if cfg.shared_vocab else {"source": src_counts, "target": tgt_counts}
+    vocabs = {}
+    for side, counts in sides.items():
+        vocabs[side] = Vocab.from_counts(counts, min_freq=cfg.min_freq, max_size=cfg.max_vocab_size)
+        if len(vocabs[side]) == len(SPECIALS):
+            most = max(counts.values(), default=0)
+            raise UserError(
+                f"data.min_freq: {cfg.min_freq} leaves the {side} vocabulary without a single token "
+                f"(the most frequent training token occurs {most:,} times); lower data.min_freq"
+            )
+    return (vocabs["shared"], vocabs["shared"]) if cfg.shared_vocab else (vocabs["source"], vocabs["target"])
