@@ -171,6 +171,7 @@ def prepare(
     workers = workers or default_workers()
     stream = stream_corpus(cfg, data_dir)
     src_tok, tgt_tok = build_tokenizers(cfg, _kept_pairs(stream))
+    tokenizer_seconds = time.perf_counter() - started
     with atomic_folder(folder) as staging:
         totals = _Totals()
         provisional = {side: SideWriter(staging, f"provisional.{side}", np.dtype("<u4")) for side in SIDES}
@@ -208,6 +209,7 @@ def prepare(
             "vocab": {"src": len(src_vocab), "tgt": len(tgt_vocab)},
             "workers": used["workers"],
             "seconds": round(time.perf_counter() - started, 3),
+            "tokenizer_seconds": round(tokenizer_seconds, 3),  # SentencePiece's training (or its cache)
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return manifest

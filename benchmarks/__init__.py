@@ -28,6 +28,8 @@ one line each (`tests/test_tools.py` holds it to the files present):
 - `pareto`: decoding configurations of trained runs, BLEU against generated tokens/s, and the
   Pareto front.
 - `steering`: required terms drawn from the references, and prefixes, on a run's test split.
+- `scale`: preparing corpora of up to millions of pairs and training on them: time, disk and
+  memory, against the in-memory path.
 - `optimizer`: fused against default Adam.
 - `fsync`: what syncing a checkpoint to the disk costs.
 

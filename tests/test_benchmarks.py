@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -359,3 +360,43 @@ def test_pareto_front_and_a_measurement_of_four_configurations(reverse_run, copi
         "beam_size": preset["beam"],
     }
     assert preset["fast"] and choice["chosen"] == chosen  # the row says what the preset chose
+
+
+def test_scale_corpora_perturb_every_copy_and_keep_lengths(tmp_path):
+    from benchmarks import scale
+
+    pairs = [("a small dog runs .", "ein kleiner hund läuft ."), ("two men .", "zwei männer .")]
+    prefix = scale.write_corpus(pairs, 7, tmp_path / "corpus")
+    sources = Path(f"{prefix}.en").read_text(encoding="utf-8").splitlines()
+    targets = Path(f"{prefix}.de").read_text(encoding="utf-8").splitlines()
+    assert len(sources) == len(targets) == 7
+    assert list(zip(sources[:2], targets[:2], strict=True)) == pairs  # copy 0 is the corpus itself
+    for index in range(2, 7):
+        src, tgt = pairs[index % 2]
+        assert len(sources[index].split()) == len(src.split()) and len(targets[index].split()) == len(tgt.split())
+    assert len(set(zip(sources, targets, strict=True))) > 2, "copies must not repeat the corpus exactly"
+
+
+def test_scale_benchmark_measures_preparing_and_training_from_both_paths(tmp_path, monkeypatch):
+    """One size, end to end, on a tiny model: every figure is there, and the prepared run and
+    the in-memory run train on the same corpus."""
+    from benchmarks import scale
+
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text(
+        "data:\n  src_lang: en\n  tgt_lang: de\n  batch_tokens: 300\n"
+        "model:\n  embedding_size: 8\n  encoder_hidden: 8\n  decoder_hidden: 16\n"
+        "train:\n  run_dir: runs/unused\n  max_steps: 1\n  valid_bleu_sentences: 5\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(scale, "CONFIG", tiny)
+    monkeypatch.setattr(scale, "WARMUP_STEPS", 1)
+    args = ["--sizes", "3000", "--steps", "3", "--repeats", "1", "--workers", "1", "--work", str(tmp_path / "work")]
+    scale.main([*args, "--json", str(tmp_path / "scale.json")])
+    result = json.loads((tmp_path / "scale.json").read_text())
+    (size,) = result["sizes"]
+    assert size["pairs"] == 3000 and size["git_commit"] and size["machine"]
+    (prepared,) = size["prepare"]
+    assert prepared["train_pairs"] == 3000 and prepared["disk_mib"] > 0 and prepared["seconds"] > 0
+    assert 0 < size["train"]["first_step_s"]["median"] <= size["train"]["last_step_s"]["median"]
+    assert size["train"]["peak_anon_gib"]["median"] > 0 and size["in_memory"]["tokens_per_s"] > 0
