@@ -12,6 +12,7 @@ DistributedDataParallel averages the gradients.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import shlex
 import time
@@ -212,6 +213,7 @@ class Trainer:
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)
         self.bundle = bundle if bundle is not None else self._prepared_data(data_dir)
+        self._check_ranks_agree_on_the_data()
         self.run_dir = _prepare_run_dir(config, self.bundle, resume, self.context.is_main)
         distributed.barrier(self.context)
         self.model = build_model(config.model, len(self.bundle.src_vocab), len(self.bundle.tgt_vocab)).to(self.device)
@@ -236,6 +238,24 @@ class Trainer:
         corpus prepares it, later runs and resumes open it."""
         say = self.log if self.context.is_main else None
         return prepared_data(self.config.data, data_dir, say=say)
+
+    def _check_ranks_agree_on_the_data(self) -> None:
+        """Every process must train on the same ids: machines that each prepared their own copy
+        of the corpus could differ (another file, another tokenizer) and would then train on
+        different vocabularies in silence."""
+        if not self.context.active:
+            return
+        train = self.bundle.train
+        digest = hashlib.sha256()
+        for vocab in (self.bundle.src_vocab, self.bundle.tgt_vocab):
+            digest.update("\n".join(vocab.tokens).encode())
+        digest.update(f"{len(train)} {int(train.src_lengths.sum())} {int(train.tgt_lengths.sum())}".encode())
+        (first,) = distributed.broadcast(self.context, [digest.hexdigest()])
+        if first != digest.hexdigest():
+            raise UserError(
+                f"rank {self.context.rank}: its training data differs from rank 0's (vocabularies or pair counts); "
+                "every machine needs the same corpus files and data settings"
+            )
 
     def _warn_about_left_out_pairs(self) -> None:
         dropped = self.bundle.splits.dropped_summary()

@@ -393,3 +393,21 @@ def test_a_bad_worker_count_is_refused_by_the_parser(capsys):
         main(["data", "prepare", "configs/demo.yaml", "--workers", "0"])
     assert stop.value.code == 2
     assert "--workers" in capsys.readouterr().err
+
+
+def test_ranks_whose_prepared_data_differ_refuse_to_train(tmp_path, cache, monkeypatch):
+    """Machines that each prepared their own copy of a corpus must hold the same ids: a rank
+    whose vocabularies or pair counts differ from rank 0's stops with one line."""
+    from types import SimpleNamespace
+
+    from attnmt import distributed
+    from attnmt.train import Trainer
+
+    cfg = files_config(write_corpus(tmp_path / "corpus", 300)).data
+    rank = SimpleNamespace(context=distributed.Context(rank=1, world_size=2), bundle=prepared_data(cfg, workers=1))
+    shared = []
+    monkeypatch.setattr(distributed, "broadcast", lambda context, values: shared or values)
+    Trainer._check_ranks_agree_on_the_data(rank)  # rank 0 holds the same data: nothing to say
+    shared.append("rank 0's digest of other data")
+    with pytest.raises(UserError, match="rank 1: its training data differs from rank 0's"):
+        Trainer._check_ranks_agree_on_the_data(rank)
