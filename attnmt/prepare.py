@@ -85,7 +85,10 @@ def data_key(cfg: DataConfig, files: Iterable[Path]) -> str:
     settings = {name: value for name, value in cfg.model_dump().items() if name not in BATCHING_SETTINGS}
     identity = []
     for path in files:
-        stat = Path(path).stat()
+        try:
+            stat = Path(path).stat()
+        except OSError as error:
+            raise UserError(f"{path}: cannot read ({error.strerror or error}); expected a corpus file") from None
         identity.append({"path": str(Path(path).resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
     payload = json.dumps({"format": VERSION, "settings": settings, "files": identity}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
@@ -141,7 +144,10 @@ def open_prepared(folder: Path, cfg: DataConfig) -> Prepared:
             f"{path}: prepared by another version of attnmt (format {manifest.get('format')!r} version "
             f"{manifest.get('version')!r}, expected {FORMAT!r} version {VERSION}); prepare the data again with --force"
         )
-    held_out = json.loads((folder / HELD_OUT_FILE).read_text(encoding="utf-8"))
+    try:
+        held_out = json.loads((folder / HELD_OUT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UserError(f"{folder / HELD_OUT_FILE}: unreadable ({error}); prepare again with --force") from None
     return Prepared(
         folder=folder,
         manifest=manifest,
