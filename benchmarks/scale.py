@@ -235,6 +235,49 @@ def run_size(size: int, pairs: list[tuple[str, str]], args: argparse.Namespace, 
     return result
 
 
+def _range(figure: dict, template: str) -> str:
+    """A median with its range, or the one value of a single run."""
+    if figure["min"] == figure["max"]:
+        return template.format(figure["median"])
+    return f"{template.format(figure['median'])} ({template.format(figure['min'])}-{template.format(figure['max'])})"
+
+
+def scale_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """The Markdown table of a scale result: one row per corpus size; preparation is one run per
+    worker count, training the medians (ranges) of its repeats, the in-memory path one run."""
+    header = [
+        "pairs",
+        "prepare, 2 / 1 workers (s)",
+        "of which SentencePiece (s)",
+        "on disk (MiB)",
+        "train: first step (s)",
+        "to step 20 (s)",
+        "peak RssAnon (GiB)",
+        "tokens/s",
+        "in memory: to step 20 (s)",
+        "in memory: peak RssAnon (GiB)",
+    ]
+    body = []
+    for size in results["sizes"]:
+        by_workers = {run["workers"]: run for run in size["prepare"]}
+        train, memory = size["train"], size.get("in_memory")
+        body.append(
+            [
+                f"{size['pairs']:,}",
+                " / ".join(f"{by_workers[w]['seconds']:,.0f}" if w in by_workers else "-" for w in (2, 1)),
+                " / ".join(f"{by_workers[w]['tokenizer_seconds']:,.0f}" if w in by_workers else "-" for w in (2, 1)),
+                f"{size['prepare'][0]['disk_mib']:,.0f}",
+                _range(train["first_step_s"], "{:.1f}"),
+                _range(train["last_step_s"], "{:.1f}"),
+                _range(train["peak_anon_gib"], "{:.2f}"),
+                _range(train["tokens_per_s"], "{:,.0f}"),
+                f"{memory['last_step_s']:,.1f}" if memory else "not run",
+                f"{memory['peak_anon_gib']:.2f}" if memory else "not run",
+            ]
+        )
+    return header, body
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=positive_int, nargs="+", default=list(DEFAULT_SIZES))

@@ -400,3 +400,5 @@ def test_scale_benchmark_measures_preparing_and_training_from_both_paths(tmp_pat
     assert prepared["train_pairs"] == 3000 and prepared["disk_mib"] > 0 and prepared["seconds"] > 0
     assert 0 < size["train"]["first_step_s"]["median"] <= size["train"]["last_step_s"]["median"]
     assert size["train"]["peak_anon_gib"]["median"] > 0 and size["in_memory"]["tokens_per_s"] > 0
+    header, (row,) = scale.scale_rows(result)
+    assert len(row) == len(header) and row[0] == "3,000" and row[1].startswith("- / ")

@@ -52,6 +52,7 @@ from benchmarks.gpu import gpu_rows
 from benchmarks.large_file import large_file_rows
 from benchmarks.peers.report import quality_rows, speed_rows
 from benchmarks.report import headlines, markdown_table, tables
+from benchmarks.scale import scale_rows
 from benchmarks.serving import serving_rows
 from tools.attention_focus import focus_rows
 from tools.init_parts import parts_rows
@@ -200,6 +201,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "gpu": lambda results: markdown_table(*gpu_rows(results)),
     "engines": lambda results: markdown_table(*engine_rows(results)),
     "large-file": lambda results: markdown_table(*large_file_rows(results)),
+    "scale": lambda results: markdown_table(*scale_rows(results)),
     "multi30k-table": lambda results: markdown_table(*table_rows(results)),
     "multi30k-summary": lambda results: markdown_table(*summary_rows(results)),
     "speed-headlines": lambda results: [f"- {line}" for line in headlines(results)],
