@@ -11,7 +11,7 @@ chunk per worker and the token table, never the corpus; training then maps the a
 
 A prepared dataset is a folder under the cache, `prepared/{corpus}-{src}-{tgt}-{key}`, whose
 key is a digest of every data setting that shapes the ids (batching settings excluded) and
-of each input file's path, size and modification time: a changed file or tokenizer setting
+of each input file's path, size, modification time and inode: a changed file or tokenizer setting
 gives another key, so stale data is never reused. The folder is written beside its final
 name and renamed into place once complete and synced (`utils.atomic_folder`); a file lock
 lets one process prepare while the others (the ranks of a distributed run) wait for it.
@@ -89,7 +89,14 @@ def data_key(cfg: DataConfig, files: Iterable[Path]) -> str:
             stat = Path(path).stat()
         except OSError as error:
             raise UserError(f"{path}: cannot read ({error.strerror or error}); expected a corpus file") from None
-        identity.append({"path": str(Path(path).resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+        identity.append(
+            {
+                "path": str(Path(path).resolve()),
+                "size": stat.st_size,
+                "mtime_ns": stat.st_mtime_ns,
+                "inode": stat.st_ino,
+            }
+        )
     payload = json.dumps({"format": VERSION, "settings": settings, "files": identity}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -365,4 +372,3 @@ def _start_worker(encoder: _ChunkEncoder) -> None:
 def _encode_in_worker(chunk: list[tuple[str, str]]) -> _Chunk:
     assert _WORKER_ENCODER is not None
     return _WORKER_ENCODER(chunk)
-
