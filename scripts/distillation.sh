@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Less arithmetic for the same translation, on Multi30k en->de: three teachers of
+# configs/multi30k-en-de-luong.yaml, their ensemble's beam-5 translations of the training
+# sources (sequence-level distillation), two students trained on them (the teacher's size and a
+# smaller one), vocabulary shortlists, and the speed/quality table of every configuration with
+# OpenNMT-py's best model of the peer benchmark beside them.
+#
+#   scripts/distillation.sh [RUNS_DIR]              # default runs/distill; rerun to resume
+#
+# Settings from the environment (defaults in brackets): PHASES [teachers distill students
+# shortlists pareto]; SEEDS [1 2 3] of the teachers; BEAM [5] of the distillation; SMALL
+# ["model.embedding_size=128 model.encoder_hidden=128 model.decoder_hidden=256"], the smaller
+# student's overrides; SET: extra --set overrides for every training run (e.g.
+# "train.max_steps=20" for a smoke test); REPEATS [5] timed passes of the table; JSON
+# [benchmarks/results/pareto-cpu.json] and PLOT [docs/results/pareto.png], where the table goes.
+# Every phase skips what is done: a finished run is not trained again, an interrupted one resumes
+# from its last checkpoint, an interrupted distillation goes on from its last complete chunk.
+# Each student trains within the teacher's budget (the config's 5,200 updates and 50 minutes).
+set -euo pipefail
+
+RUNS=${1:-runs/distill}
+PHASES=${PHASES:-teachers distill students shortlists pareto}
+SEEDS=${SEEDS:-1 2 3}
+BEAM=${BEAM:-5}
+SMALL=${SMALL:-model.embedding_size=128 model.encoder_hidden=128 model.decoder_hidden=256}
+SET=${SET:-}
+REPEATS=${REPEATS:-5}
+JSON=${JSON:-benchmarks/results/pareto-cpu.json}
+PLOT=${PLOT:-docs/results/pareto.png}
+ATTNMT=${ATTNMT:-python -m attnmt}
+CONFIG=configs/multi30k-en-de-luong.yaml
+mkdir -p "$RUNS"
+
+train() {  # run-dir overrides...: train, or resume a run that has a checkpoint
+    local run=$1
+    shift
+    local overrides=(--set "train.run_dir=$run")
+    for item in "$@" $SET; do overrides+=(--set "$item"); done
+    if [[ -f $run/checkpoints/index.json ]]; then
+        $ATTNMT train --resume "$run" >> "$run.log" 2>&1
+    else
+        $ATTNMT train "$CONFIG" "${overrides[@]}" > "$run.log" 2>&1
+    fi
+    echo "trained $run: $(tail -n 1 "$run.log")"
+}
+
+teachers=()
+for seed in $SEEDS; do teachers+=("$RUNS/teacher-s$seed"); done
+
+best_teacher() {  # the teacher with the best validation BLEU (every choice is made on validation)
+    python - "${teachers[@]}" <<'EOF'
+import sys
+from attnmt.checkpoint import read_index
+print(max(sys.argv[1:], key=lambda run: read_index(run).best_score))
+EOF
+}
+
+if [[ " $PHASES " == *" teachers "* ]]; then
+    for seed in $SEEDS; do train "$RUNS/teacher-s$seed" "train.seed=$seed"; done
+fi
+
+distilled=$RUNS/distilled/train
+if [[ " $PHASES " == *" distill "* ]]; then
+    ensemble=()
+    for teacher in "${teachers[@]:1}"; do ensemble+=(--ensemble "$teacher"); done
+    $ATTNMT distill "${teachers[0]}" "${ensemble[@]}" --beam "$BEAM" --output "$distilled" > "$RUNS/distill.log" 2>&1
+    echo "distilled: $(tail -n 1 "$RUNS/distill.log")"
+fi
+
+if [[ " $PHASES " == *" students "* ]]; then
+    train "$RUNS/student-same" "data.train=$distilled"
+    # shellcheck disable=SC2086  # SMALL is a list of overrides
+    train "$RUNS/student-small" "data.train=$distilled" $SMALL
+fi
+
+if [[ " $PHASES " == *" shortlists "* ]]; then
+    for run in "$(best_teacher)" "$RUNS/student-same" "$RUNS/student-small"; do
+        [[ -f $run/shortlist.safetensors ]] || $ATTNMT shortlist "$run" > "$run-shortlist.log" 2>&1
+    done
+fi
+
+if [[ " $PHASES " == *" pareto "* ]]; then
+    best=$(best_teacher)
+    ensemble=$(IFS=+; echo "${teachers[*]}")
+    systems=(
+        "ensemble=$ensemble,beam=5"
+        "teacher=$best,beam=5" "teacher-greedy=$best,beam=1" "teacher-int8=$best,beam=5,int8"
+        "teacher-shortlist=$best,beam=5,shortlist" "teacher-int8-shortlist=$best,beam=5,int8,shortlist"
+    )
+    for student in same small; do
+        run=$RUNS/student-$student
+        for beam in 1 5; do
+            systems+=("student-$student-b$beam=$run,beam=$beam" "student-$student-b$beam-int8=$run,beam=$beam,int8")
+            systems+=("student-$student-b$beam-shortlist=$run,beam=$beam,shortlist")
+            systems+=("student-$student-b$beam-int8-shortlist=$run,beam=$beam,int8,shortlist")
+        done
+    done
+    arguments=()
+    for system in "${systems[@]}"; do arguments+=(--system "$system"); done
+    python -m benchmarks.pareto "${arguments[@]}" --peer opennmt-py --splits test_2016_flickr,test_2017_flickr \
+        --repeats "$REPEATS" --json "$JSON" --plot "$PLOT"
+fi
