@@ -3,7 +3,7 @@ one invocation, with the Pareto front drawn.
 
     python -m benchmarks.pareto --system NAME=RUN[+RUN...][,beam=K][,int8][,shortlist][,fast] ...
                                 [--splits test_2016_flickr,test_2017_flickr] [--repeats 5]
-                                [--json OUT] [--plot OUT.png]
+                                [--peer opennmt-py] [--json OUT] [--plot OUT.png]
 
 A system is one run or an ensemble of runs (`+`), searched with a beam of K (default: the first
 run's decode.beam_size; 1 is greedy), with int8 weights and the run's vocabulary shortlist where
@@ -15,13 +15,26 @@ and range of `--repeats` timed passes over the whole split after one untimed bat
 take turns pass by pass (A B C A B C ...), so the machine's drift falls on all alike. The plot
 puts each system at its tokens/s (log scale) and tokenized BLEU on the first split, and joins
 the Pareto front: the systems no other beats on both.
+
+`--peer opennmt-py` adds OpenNMT-py's best model of the peer benchmark (`benchmarks.peers
+quality`, the same model as attnmt's identical-work row: the seed with the best validation
+BLEU, at its best checkpoint, from the work folder; a seed whose race is missing there is
+trained first, 50 minutes each), greedy and with beam 5, in the same turns. It reads the peer
+benchmark's lowercased word tokens and is scored on test2016 only (the one test split that
+benchmark prepares): tokenized BLEU on those words, sacreBLEU on them and on the references'
+words detokenized by attnmt's word tokenizer. Its timing is of the decoding alone (its
+probe's), and its generated tokens are words where attnmt's runs generate their own tokens
+(BPE pieces, say), so every row also carries sentences per second, the unit that compares
+across tokenizations, and the plot uses it when a peer is in.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -36,6 +49,7 @@ from attnmt.utils import UserError, describe_machine
 from benchmarks.measure import positive_int, rotated, spread, write_results
 
 WARMUP_SENTENCES = 64
+PEER_SPLIT = "test_2016_flickr"  # the peer benchmark's test2016, under the corpus's own split name
 
 
 @dataclass(frozen=True)
@@ -100,14 +114,89 @@ def _scores(translator, examples, translations) -> dict:
             [words.tokenize(h) for h in hypotheses], [[words.tokenize(r) for r in refs] for refs in references]
         ).score,
         "generated_tokens": sum(len(translation.tokens) + 1 for translation in translations),
+        "sentences": len(translations),
     }
 
 
-def measure(systems: list[System], splits: list[str] | None, repeats: int) -> list[dict]:
+@dataclass
+class PeerRow:
+    """A peer's model decoded through the peer benchmark's harness (`--peer`)."""
+
+    name: str
+    harness: object  # benchmarks.peers.harness.Harness
+    system: object  # its PeerSystem
+    checkpoint: Path
+    beam: int
+    parameters: int
+    folder: Path
+
+    def decode(self) -> dict:
+        """One pass over test2016: the harness's measurements (decoding seconds, generated
+        words, tokenized BLEU) and the output lines."""
+        measured = self.harness.translate(self.system, self.folder, self.checkpoint, "test2016", self.beam)
+        lines = (self.folder / f"test2016-beam{self.beam}.txt").read_text(encoding="utf-8").splitlines()
+        return measured | {"lines": lines}
+
+
+def peer_rows(name: str, seeds: tuple[int, ...] = (1, 2), beams: tuple[int, ...] = (1, 5)) -> list[PeerRow]:
+    """The peer's best model of the quality race in the peer benchmark's work folder (racing the
+    seeds missing there first), one row per beam."""
+    from attnmt.download import cache_root
+    from benchmarks.peers.__main__ import build_system
+    from benchmarks.peers.data import prepare_data
+    from benchmarks.peers.harness import Harness
+    from benchmarks.peers.modes import QualityOptions, quality
+    from benchmarks.peers.system import Setup
+
+    work = (cache_root() / "peers").resolve()
+    setup = Setup(data_dir=prepare_data(work / "data"))
+    system = build_system(name, None)
+    harness = Harness(setup, [system], work, say=lambda line: print(line, file=sys.stderr))
+    harness.install()
+    if harness.errors:
+        raise UserError(f"--peer {name}: {harness.errors[name]}")
+    runs = quality(harness, QualityOptions(seeds=seeds))["systems"][name]["runs"]
+    best = max(runs, key=lambda run: run["best"]["valid_bleu_tok_lc"])
+    checkpoint = system.checkpoints(work / "quality" / name / f"seed-{best['seed']}")[best["best"]["step"]]
+    return [
+        PeerRow(
+            f"{name} {'greedy' if beam == 1 else f'beam {beam}'}",
+            harness,
+            system,
+            checkpoint,
+            beam,
+            best["parameters"],
+            work / "pareto" / f"{name}-beam{beam}",
+        )
+        for beam in beams
+    ]
+
+
+def _peer_scores(row: PeerRow, first: dict) -> dict:
+    """A peer row's scores from its first pass, as `_scores` gives attnmt's: sacreBLEU on its
+    words and on the references' words, both detokenized by attnmt's word tokenizer."""
+    setup = row.harness.setup
+    words = WordTokenizer(setup.tgt_lang, lowercase=True)
+    references = setup.file("test2016", setup.tgt_lang).read_text(encoding="utf-8").splitlines()
+    return {
+        "bleu": bleu(
+            [words.detokenize(line.split()) for line in first["lines"]],
+            [(words.detokenize(line.split()),) for line in references],
+            lowercase=True,
+        ).score,
+        "tokenized_bleu": first["bleu_tok_lc"],
+        "generated_tokens": first["generated_tokens"],
+        "sentences": first["sentences"],
+    }
+
+
+def measure(
+    systems: list[System], splits: list[str] | None, repeats: int, peers: list[PeerRow] | None = None
+) -> list[dict]:
     """Each system's scores and speed on each split (module docstring)."""
     specs = {system.name: system.spec() for system in systems}  # the fast preset's, as it chose them
     loaded = {name: load(spec) for name, spec in specs.items()}
-    work = []  # (system, split, translator, examples, options): one timed pass each, per turn
+    passes: list[tuple[str, str, Callable[[], float]]] = []  # (row, split, one timed pass -> seconds)
     results = {  # runs by their folder's name: a raw result names no machine's paths
         system.name: {"system": system.name, "runs": [Path(run).name for run in system.runs], "splits": {}}
         for system in systems
@@ -127,36 +216,52 @@ def measure(systems: list[System], splits: list[str] | None, repeats: int) -> li
             sources = [example.src for example in examples]
             translations = translator.translate(sources, options, say=lambda line: None)  # scored, and warms up
             results[system.name]["splits"][split] = _scores(translator, examples, translations) | {"seconds": []}
-            work.append((system.name, split, translator, sources, options))
+            passes.append((system.name, split, functools.partial(_timed_pass, translator, sources, options)))
+    for row in peers or []:
+        first = row.decode()  # scored, and warms the page cache of its model
+        results[row.name] = {"system": row.name, "runs": [row.checkpoint.parent.parent.name, row.checkpoint.name]}
+        results[row.name] |= {"beam": row.beam, "fast": False, "int8": False, "shortlist": False}
+        results[row.name] |= {"parameters": row.parameters, "peer": row.system.name}
+        results[row.name]["splits"] = {PEER_SPLIT: _peer_scores(row, first) | {"seconds": []}}
+        passes.append((row.name, PEER_SPLIT, lambda row=row: row.decode()["seconds"]))
     for turn in range(repeats):
-        for name, split, translator, sources, options in rotated(work, turn):
-            translator.translate(sources[:WARMUP_SENTENCES], options, say=lambda line: None)
-            start = time.perf_counter()
-            translator.translate(sources, options, say=lambda line: None)
-            results[name]["splits"][split]["seconds"].append(time.perf_counter() - start)
+        for name, split, timed_pass in rotated(passes, turn):
+            results[name]["splits"][split]["seconds"].append(timed_pass())
     for result in results.values():
         for figures in result["splits"].values():
             seconds = figures.pop("seconds")
             figures["tokens_per_s"] = spread([figures["generated_tokens"] / s for s in seconds])
+            figures["sentences_per_s"] = spread([figures["sentences"] / s for s in seconds])
     return list(results.values())
 
 
+def _timed_pass(translator, sources: list[str], options) -> float:
+    """Seconds of one pass over `sources`, after an untimed batch."""
+    translator.translate(sources[:WARMUP_SENTENCES], options, say=lambda line: None)
+    start = time.perf_counter()
+    translator.translate(sources, options, say=lambda line: None)
+    return time.perf_counter() - start
+
+
 def plot(results: list[dict], split: str, path: Path) -> Path:
-    """Tokenized BLEU against generated tokens/s on `split`, the Pareto front joined."""
+    """Tokenized BLEU against speed on `split`, the Pareto front joined: generated tokens/s, or
+    sentences/s where a peer's row counts its tokens in other units (words)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points = [(r["splits"][split]["tokens_per_s"]["median"], r["splits"][split]["tokenized_bleu"]) for r in results]
+    shown = [result for result in results if split in result["splits"]]
+    unit = "sentences_per_s" if any("peer" in result for result in shown) else "tokens_per_s"
+    points = [(r["splits"][split][unit]["median"], r["splits"][split]["tokenized_bleu"]) for r in shown]
     figure, axes = plt.subplots(figsize=(7, 4.5))
-    for result, (speed, quality) in zip(results, points, strict=True):
-        axes.scatter(speed, quality, color="#1f5fa8")
+    for result, (speed, quality) in zip(shown, points, strict=True):
+        axes.scatter(speed, quality, color="#c2410c" if "peer" in result else "#1f5fa8")
         axes.annotate(result["system"], (speed, quality), textcoords="offset points", xytext=(4, 4), fontsize=8)
     front = pareto_front(points)
     axes.plot([points[i][0] for i in front], [points[i][1] for i in front], color="#c2410c", linewidth=1, zorder=0)
     axes.set_xscale("log")
-    axes.set_xlabel("generated tokens/s (log scale)")
+    axes.set_xlabel(f"{'sentences' if unit == 'sentences_per_s' else 'generated tokens'}/s (log scale)")
     axes.set_ylabel(f"BLEU, tokenized lowercased ({split})")
     axes.grid(alpha=0.3)
     figure.tight_layout()
@@ -167,17 +272,27 @@ def plot(results: list[dict], split: str, path: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.pareto", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--system", type=System.parse, action="append", required=True, metavar="NAME=RUN[,...]")
+    parser.add_argument("--system", type=System.parse, action="append", default=[], metavar="NAME=RUN[,...]")
     parser.add_argument("--splits", type=lambda text: text.split(","), default=None, help="test splits (multi30k)")
     parser.add_argument("--repeats", type=positive_int, default=5)
+    parser.add_argument(
+        "--peer",
+        choices=["opennmt-py"],
+        action="append",
+        default=[],
+        help="add a peer's best model of the peer benchmark, greedy and beam 5 (test2016)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the measurements here")
     parser.add_argument("--plot", type=Path, default=None, help="draw BLEU against speed here")
     args = parser.parse_args(argv)
     names = [system.name for system in args.system]
     if len(set(names)) != len(names):
         parser.error(f"system names must differ, got {names}")
+    if not args.system and not args.peer:
+        parser.error("give at least one --system or --peer")
     try:
-        results = measure(args.system, args.splits, args.repeats)
+        peers = [row for name in args.peer for row in peer_rows(name)]
+        results = measure(args.system, args.splits, args.repeats, peers)
     except UserError as error:
         print(f"benchmarks.pareto: error: {error}", file=sys.stderr)
         return 2

@@ -423,6 +423,18 @@ def test_a_peer_trains_and_translates_through_its_probe(name, tmp_path):
     else:
         assert "attention_focus" not in focused
 
+    # The same model as a row of the speed/quality benchmark (`benchmarks.pareto --peer`): the
+    # scores of its first pass, then the timings of the decoding alone, taking turns.
+    from benchmarks import pareto
+
+    row = pareto.PeerRow(f"{name} greedy", harness, system, checkpoints[TINY_STEPS], 1, 123, work / "pareto")
+    (result,) = pareto.measure([], None, 2, peers=[row])
+    figures = result["splits"][pareto.PEER_SPLIT]
+    assert result["peer"] == name and result["parameters"] == 123 and result["beam"] == 1
+    assert figures["tokenized_bleu"] == measured["bleu_tok_lc"] and 0 <= figures["bleu"] <= 100 + 1e-9
+    assert figures["sentences"] == TINY["test2016"] and len(figures["sentences_per_s"]["values"]) == 2
+    assert figures["generated_tokens"] == measured["generated_tokens"]
+
 
 # OpenNMT-py's own defaults that the recipe writes under another name or changes on purpose
 RECIPE_DEFAULT_NAMES = {"hidden_size": "enc_hid_size", "word_vec_size": "src_word_vec_size"}
