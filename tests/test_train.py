@@ -154,12 +154,24 @@ def launch_node(port: int, overrides: list[str], *extra: str) -> subprocess.Pope
     )
 
 
+def launch_two_nodes(port: int, overrides: list[str], *extra: str) -> list[subprocess.Popen]:
+    """The first launcher hosts the rendezvous store (its port listens) before the second
+    starts, so which node is killed below (the second) never holds the store."""
+    first = launch_node(port, overrides, *extra)
+    deadline = time.time() + 120
+    while time.time() < deadline and first.poll() is None:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            break
+        time.sleep(0.2)
+    return [first, launch_node(port, overrides, *extra)]
+
+
 def test_two_nodes_match_one_process_and_a_killed_node_stops_the_other_and_the_run_resumes(tmp_path):
     deterministic = ["model.dropout=0.0", "train.max_steps=6", "train.valid_every=100", "train.clip_grad_norm=null"]
     fit(tiny_config(tmp_path / "single", *deterministic), log=quiet)
     overrides = [*TINY, f"train.run_dir={tmp_path / 'nodes'}", *deterministic]
     port = free_port()
-    nodes = [launch_node(port, overrides) for _ in range(2)]
+    nodes = launch_two_nodes(port, overrides)
     for node in nodes:
         _, stderr = node.communicate(timeout=240)
         assert node.returncode == 0, stderr[-3000:]
@@ -173,7 +185,7 @@ def test_two_nodes_match_one_process_and_a_killed_node_stops_the_other_and_the_r
     run_dir = tmp_path / "killed"
     long_run = [*TINY, f"train.run_dir={run_dir}", "train.max_steps=100000", "train.valid_every=3"]
     port = free_port()
-    nodes = [launch_node(port, long_run) for _ in range(2)]
+    nodes = launch_two_nodes(port, long_run)
     deadline = time.time() + 180
     while time.time() < deadline and read_index(run_dir).last is None:
         time.sleep(0.2)
@@ -187,7 +199,7 @@ def test_two_nodes_match_one_process_and_a_killed_node_stops_the_other_and_the_r
     step = load_trainer_state(resolve_checkpoint(run_dir, "last"))["progress"]["step"]
     port = free_port()
     resumed = [*long_run[:-2], f"train.max_steps={step + 4}", "train.valid_every=3"]
-    nodes = [launch_node(port, resumed, "--resume", str(run_dir)) for _ in range(2)]
+    nodes = launch_two_nodes(port, resumed, "--resume", str(run_dir))
     for node in nodes:
         _, stderr = node.communicate(timeout=240)
         assert node.returncode == 0, stderr[-3000:]
