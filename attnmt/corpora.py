@@ -595,6 +595,7 @@ def corpus_files(cfg: DataConfig, data_dir: str | None = None) -> list[Path]:
     if cfg.corpus == "multi30k":
         return [path for paths in _multi30k_paths(cfg, data_dir) for path in paths]
     if cfg.corpus == "tatoeba-eng-fra":
+        _check_direction("tatoeba-eng-fra", cfg, TATOEBA_LANGUAGES)  # before any download
         replacing = list(_prefix_paths(cfg.train, "train", cfg)) if cfg.train is not None else []
         return [locate("tatoeba-eng-fra/fra.txt.gz", data_dir), *replacing]
     if cfg.corpus in ("files", "tsv"):

@@ -43,6 +43,7 @@ from attnmt.codec import TextCodec, build_tokenizers, build_vocabs
 from attnmt.config import DataConfig
 from attnmt.corpora import HELD_OUT, NOT_IN_SUBSET, CorpusStream, Example, PairRules, corpus_files, stream_corpus
 from attnmt.download import cache_root
+from attnmt.textfiles import reading
 from attnmt.tokenize import Tokenizer
 from attnmt.utils import UserError, atomic_folder
 from attnmt.vocab import Vocab
@@ -85,10 +86,8 @@ def data_key(cfg: DataConfig, files: Iterable[Path]) -> str:
     settings = {name: value for name, value in cfg.model_dump().items() if name not in BATCHING_SETTINGS}
     identity = []
     for path in files:
-        try:
+        with reading(path):  # a missing or unreadable file: the line reading it would give
             stat = Path(path).stat()
-        except OSError as error:
-            raise UserError(f"{path}: cannot read ({error.strerror or error}); expected a corpus file") from None
         identity.append(
             {
                 "path": str(Path(path).resolve()),

@@ -69,7 +69,7 @@ def stream_lines(path: str | None) -> Iterator[str]:
     if path is None or path == "-":
         yield from _decoded(sys.stdin.buffer, "<stdin>")
         return
-    with _reading(path), Path(path).open("rb") as handle:
+    with reading(path), Path(path).open("rb") as handle:
         yield from _decoded(handle, path)
 
 
@@ -92,7 +92,7 @@ def stream_corpus_lines(path: str | os.PathLike) -> Iterator[str]:
     """The lines of a UTF-8 corpus file (gzipped if the name ends in .gz), read lazily: memory
     stays flat whatever the file's size. Errors as `read_lines`, found when their line is read."""
     path = Path(path)
-    with _reading(path), (gzip.open if path.suffix == ".gz" else open)(path, "rb") as handle:
+    with reading(path), (gzip.open if path.suffix == ".gz" else open)(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
             line = (decode_lines(raw, str(path), first_line=number) or [""])[0]
             if not line.strip():
@@ -110,12 +110,12 @@ def read_lines(path: str | os.PathLike) -> list[str]:
 
 def _read_bytes(path: Path, *, gzipped: bool) -> bytes:
     """A file's bytes (decompressed when `gzipped`); every way reading fails is one UserError."""
-    with _reading(path):
+    with reading(path):
         return gzip.decompress(path.read_bytes()) if gzipped else path.read_bytes()
 
 
 @contextlib.contextmanager
-def _reading(path: str | os.PathLike) -> Iterator[None]:
+def reading(path: str | os.PathLike) -> Iterator[None]:
     """Every way reading `path` fails in the block, as one UserError naming it."""
     try:
         yield
