@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -190,7 +191,10 @@ def test_two_nodes_match_one_process_and_a_killed_node_stops_the_other_and_the_r
     while time.time() < deadline and read_index(run_dir).last is None:
         time.sleep(0.2)
     assert read_index(run_dir).last is not None, "no checkpoint was written"
-    os.killpg(nodes[1].pid, signal.SIGKILL)
+    # torchrun starts its worker in a session of its own: kill the launcher and every descendant
+    launcher = psutil.Process(nodes[1].pid)
+    for process in [launcher, *launcher.children(recursive=True)]:
+        process.kill()
     started = time.time()
     _, stderr = nodes[0].communicate(timeout=90)
     assert time.time() - started < 60, "the surviving node ran on for over a minute"
