@@ -300,6 +300,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{size:,} pairs ...", file=sys.stderr, flush=True)
         sizes[size] = run_size(size, pairs, args, data_dir)
         results = {
+            "machine": sizes[size]["machine"],  # the last run's; each size records its own
             "settings": {"config": "configs/multi30k-en-de.yaml", "steps": args.steps, "repeats": args.repeats},
             "sizes": [sizes[key] for key in sorted(sizes)],
         }
