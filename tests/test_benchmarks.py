@@ -1,6 +1,7 @@
 """The speed benchmark: its FLOP formula against torch's counter, its references against attnmt, a smoke run."""
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from attnmt.utils import UserError
 from benchmarks import bentrevett, d2l, large_file, speed
 from benchmarks.flops import flop_rates
 from benchmarks.report import print_report
+
+SHARED_DATA = Path(os.environ.get("ATTNMT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 TINY = {"embedding_size": 8, "encoder_hidden": 6, "decoder_hidden": 12, "attention_size": 10, "dropout": 0.0}
 SHAPES = {
@@ -389,6 +392,7 @@ def test_scale_benchmark_measures_preparing_and_training_from_both_paths(tmp_pat
         "train:\n  run_dir: runs/unused\n  max_steps: 1\n  valid_bleu_sentences: 5\n",
         encoding="utf-8",
     )
+    monkeypatch.setenv("ATTNMT_DATA", str(SHARED_DATA))  # Multi30k's files, never the network
     monkeypatch.setattr(scale, "CONFIG", tiny)
     monkeypatch.setattr(scale, "WARMUP_STEPS", 1)
     args = ["--sizes", "3000", "--steps", "3", "--repeats", "1", "--workers", "1", "--work", str(tmp_path / "work")]
