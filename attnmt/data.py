@@ -73,8 +73,13 @@ def pad_sequences(sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, tor
 
 def collate(indices: Sequence[int], src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]) -> Batch:
     src, src_lengths = pad_sequences([src_ids[i] for i in indices])
-    tgt_in, _ = pad_sequences([[BOS, *tgt_ids[i]] for i in indices])
-    tgt_out, _ = pad_sequences([[*tgt_ids[i], EOS] for i in indices])
+    # One padded copy of the targets, shifted both ways: no per-token list is built (the ids of
+    # a prepared corpus are numpy arrays, which a list would convert one element at a time).
+    targets, tgt_lengths = pad_sequences([tgt_ids[i] for i in indices])  # (B, L), (B,)
+    rows = targets.size(0)
+    tgt_in = torch.cat([torch.full((rows, 1), BOS, dtype=torch.long), targets], dim=1)
+    tgt_out = torch.cat([targets, torch.full((rows, 1), PAD, dtype=torch.long)], dim=1)
+    tgt_out[torch.arange(rows), tgt_lengths] = EOS
     return Batch(src=src, src_lengths=src_lengths, tgt_in=tgt_in, tgt_out=tgt_out, indices=list(indices))
 
 

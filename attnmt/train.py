@@ -294,7 +294,7 @@ class Trainer:
         train, data = self.config.train, self.bundle.train
         share, weight = _shard(indices, self.context.rank, self.context.world_size)
         batch: Batch = collate(share, data.src_ids, data.tgt_ids).to(self.device, non_blocking=True)
-        global_tokens = sum(len(data.tgt_ids[i]) + 1 for i in indices)  # +1: EOS
+        global_tokens = int(self.sampler.tgt_lengths[indices].sum()) + len(indices)  # +1 a pair: EOS
         ratio = teacher_forcing_ratio(
             self.progress.step,
             schedule=train.teacher_forcing_schedule,
