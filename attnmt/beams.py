@@ -196,6 +196,24 @@ def merge_finished(
     )
 
 
+def collect_finished(finished: Finished, src_lengths: torch.Tensor, n_best: int) -> list[list[Hypothesis]]:
+    """Per sentence its `n_best` finished hypotheses, best first, on the host (empty slots left out)."""
+    scores, log_probs = finished.scores.cpu(), finished.log_probs.cpu()
+    tokens, attention = finished.tokens.cpu(), finished.attention.cpu()
+    results = []
+    for i in range(scores.size(0)):
+        results.append(
+            [
+                hypothesis_of(
+                    tokens[i, k], attention[i, k], float(log_probs[i, k]), float(scores[i, k]), int(src_lengths[i])
+                )
+                for k in range(n_best)
+                if scores[i, k] > float("-inf")
+            ]
+        )
+    return results
+
+
 def gather_beams(values: torch.Tensor, origin: torch.Tensor) -> torch.Tensor:
     """values (B, K, ...) indexed by origin (B, C) along the beam axis -> (B, C, ...)."""
     index = origin.view(*origin.shape, *([1] * (values.dim() - 2))).expand(-1, -1, *values.shape[2:])

@@ -29,10 +29,10 @@ import torch
 from attnmt.beams import (
     GREEDY,
     Beams,
-    Finished,
     Hypothesis,
     SearchOptions,
     StepModel,
+    collect_finished,
     empty_finished,
     gather_beams,
     hypothesis_of,
@@ -42,6 +42,7 @@ from attnmt.beams import (
     never_generated,
 )
 from attnmt.constrained import Requirements, constrained_beam_search
+from attnmt.graphed import fixed_beam_search, fixed_greedy
 from attnmt.vocab import BOS, EOS, PAD
 
 __all__ = [  # what callers import from here, the shared pieces included
@@ -380,7 +381,7 @@ def beam_search(
             (keep[:, None] * beam + origin.gather(1, pick)).view(-1)
         )  # old rows of the new beams
         prev = beams.tokens[:, :, -1].reshape(-1)
-    return _collect(results, src_lengths, options.n_best)
+    return collect_finished(results, src_lengths, options.n_best)
 
 
 def _next_slots(log_probs: torch.Tensor, is_eos: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
@@ -391,23 +392,6 @@ def _next_slots(log_probs: torch.Tensor, is_eos: torch.Tensor, done: torch.Tenso
     live_log_probs, pick = log_probs.masked_fill(is_eos, float("-inf")).topk(beam, dim=1)  # (B_a, K)
     ranks = torch.arange(beam, device=pick.device).expand_as(pick).masked_fill(live_log_probs == float("-inf"), -1)
     return torch.full_like(pick, -1).repeat(1, 2).scatter(1, pick, ranks).masked_fill(done[:, None], -1)
-
-
-def _collect(finished: Finished, src_lengths: torch.Tensor, n_best: int) -> list[list[Hypothesis]]:
-    scores, log_probs = finished.scores.cpu(), finished.log_probs.cpu()
-    tokens, attention = finished.tokens.cpu(), finished.attention.cpu()
-    results = []
-    for i in range(scores.size(0)):
-        results.append(
-            [
-                hypothesis_of(
-                    tokens[i, k], attention[i, k], float(log_probs[i, k]), float(scores[i, k]), int(src_lengths[i])
-                )
-                for k in range(n_best)
-                if scores[i, k] > float("-inf")
-            ]
-        )
-    return results
 
 
 def length_batches(
@@ -483,6 +467,7 @@ def decode_all(
     shortlist: Shortlisting | None = None,
     prefixes: Sequence[TargetPrefix | None] | None = None,
     required: Sequence[Sequence[Sequence[int]]] | None = None,
+    fixed_shapes: bool = False,
 ) -> list[list[Hypothesis]]:
     """Decode many id sequences in length-sorted batches; results come back in input order.
 
@@ -498,7 +483,9 @@ def decode_all(
     caller checks that each fits its sentence's length limit. `required`, one list of phrases
     (target id lists) per source, are phrases its outputs must contain: a batch with any is
     searched by `constrained.constrained_beam_search` (with a beam of one for greedy options).
-    Prefixes and required phrases cannot be given together.
+    Prefixes and required phrases cannot be given together. `fixed_shapes` searches the
+    batches without either in fixed shapes (`graphed`), each step a replayed CUDA graph on a
+    CUDA device: the same outputs, fewer launches and no host read per step.
     """
     some_prefix = prefixes is not None and any(prefix is not None for prefix in prefixes)
     assert not (some_prefix and required is not None and any(required)), "prefixes or required phrases, not both"
@@ -524,6 +511,10 @@ def decode_all(
         if chunk_required is not None and any(chunk_required):
             requirements = Requirements.of(chunk_required, restricted, device)
             batch_results = constrained_beam_search(searched, src, lengths, options, requirements)
+        elif fixed_shapes and forcing is None and options.is_greedy:
+            batch_results = [[h] for h in fixed_greedy(searched, src, lengths, options)]
+        elif fixed_shapes and forcing is None:
+            batch_results = fixed_beam_search(searched, src, lengths, options)
         elif options.is_greedy:
             batch_results = [[h] for h in greedy(searched, src, lengths, options, forcing)]
         else:
