@@ -56,6 +56,17 @@ class Batch:
             indices=self.indices,
         )
 
+    def pin_memory(self) -> Batch:
+        """The batch in page-locked host memory, from which `to(cuda, non_blocking=True)` copies
+        without holding the host."""
+        return Batch(
+            src=self.src.pin_memory(),
+            src_lengths=self.src_lengths.pin_memory(),
+            tgt_in=self.tgt_in.pin_memory(),
+            tgt_out=self.tgt_out.pin_memory(),
+            indices=self.indices,
+        )
+
     @property
     def num_tgt_tokens(self) -> int:
         """Non-pad target tokens (EOS included): the unit of the loss and of throughput."""

@@ -16,7 +16,7 @@ import hashlib
 import random
 import shlex
 import time
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from attnmt.checkpoint import load_trainer_state, load_weights, read_index, reso
 from attnmt.codec import TextCodec
 from attnmt.config import Config, save_config
 from attnmt.data import Batch, DataBundle, collate, prepared_data
+from attnmt.feeding import feed
 from attnmt.metrics import bleu, perplexity
 from attnmt.model import build_model
 from attnmt.runlog import MetricsLog, ProgressDisplay
@@ -289,11 +290,19 @@ class Trainer:
             keep=self.config.train.keep_checkpoints,
         )
 
-    def train_step(self, indices: list[int]) -> torch.Tensor:
-        """One optimizer step on a global batch; returns the per-token loss (detached)."""
-        train, data = self.config.train, self.bundle.train
-        share, weight = _shard(indices, self.context.rank, self.context.world_size)
-        batch: Batch = collate(share, data.src_ids, data.tgt_ids).to(self.device, non_blocking=True)
+    def local_batch(self, indices: list[int]) -> Batch:
+        """This process's share of a global batch, collated on the host; pinned for a GPU, so the
+        copy to it runs without holding the host."""
+        share, _ = _shard(indices, self.context.rank, self.context.world_size)
+        batch = collate(share, self.bundle.train.src_ids, self.bundle.train.tgt_ids)
+        return batch.pin_memory() if self.device.type == "cuda" else batch
+
+    def train_step(self, indices: list[int], batch: Batch | None = None) -> torch.Tensor:
+        """One optimizer step on a global batch (`batch`: this process's share, `local_batch`
+        made ahead; else made here); returns the per-token loss (detached)."""
+        train = self.config.train
+        _, weight = _shard(indices, self.context.rank, self.context.world_size)
+        batch = (batch or self.local_batch(indices)).to(self.device, non_blocking=True)
         global_tokens = int(self.sampler.tgt_lengths[indices].sum()) + len(indices)  # +1 a pair: EOS
         ratio = teacher_forcing_ratio(
             self.progress.step,
@@ -352,21 +361,27 @@ class Trainer:
 
     def _train(self) -> dict:
         train, progress = self.config.train, self.progress
-        stream = self.sampler.iterate(progress.epoch, progress.position)
+        # On a GPU the next batches are collated while the step's kernels run (`feeding`);
+        # on a CPU the step uses every core, so each is made in line.
+        ahead = 2 if self.device.type == "cuda" else 0
+        stream = feed(
+            self.sampler.iterate(progress.epoch, progress.position), lambda item: self.local_batch(item[2]), ahead
+        )
         started, elapsed_before = time.perf_counter(), progress.elapsed
-        window = {"loss": 0.0, "steps": 0, "tokens": progress.tokens, "time": started}
+        # The loss is summed on the device and read at logging only: no wait for the GPU per step for it.
+        window = {"loss": torch.zeros((), device=self.device), "steps": 0, "tokens": progress.tokens, "time": started}
         last_validated = progress.step if progress.history else -1
-        with StopSignal(train.stop_grace_seconds, what="training") as stop:
+        with StopSignal(train.stop_grace_seconds, what="training") as stop, closing(stream):
             while not _limit_reached(self.config, progress):
-                epoch, position, indices = next(stream)
+                (epoch, position, indices), batch = next(stream)
                 if train.max_epochs is not None and epoch >= train.max_epochs:
                     break
-                loss = self.train_step(indices)
+                loss = self.train_step(indices, batch)
                 progress.step += 1
                 progress.epoch, progress.position = epoch, position + 1
                 progress.elapsed = elapsed_before + time.perf_counter() - started
                 self.display.update(step=progress.step, elapsed=progress.elapsed)
-                window["loss"] += float(loss)
+                window["loss"] += loss.float()
                 window["steps"] += 1
                 if progress.step % train.log_every == 0:
                     self._log_window(window)
@@ -396,7 +411,7 @@ class Trainer:
         record = {
             "step": self.progress.step,
             "epoch": self.progress.epoch,
-            "train_loss": window["loss"] / max(1, window["steps"]),
+            "train_loss": float(window["loss"]) / max(1, window["steps"]),
             "lr": self.optimizer.param_groups[0]["lr"],
             "tokens_per_s": tokens / max(1e-9, now - window["time"]),
             "elapsed": self.progress.elapsed,
@@ -418,7 +433,7 @@ class Trainer:
                 f"lr {record['lr']:.2e}  {record['tokens_per_s']:,.0f} tok/s  {record['elapsed'] / 60:.1f} min"
                 + (f"  fp16 steps skipped {record['skipped_steps']}" if "skipped_steps" in record else "")
             )
-        window.update(loss=0.0, steps=0, tokens=self.progress.tokens, time=now)
+        window.update(loss=torch.zeros((), device=self.device), steps=0, tokens=self.progress.tokens, time=now)
 
     def _validate_and_save(self) -> bool:
         """Validate (main process), checkpoint, update plateau/early-stop state; True = stop."""
