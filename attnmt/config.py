@@ -179,6 +179,11 @@ class DecodeConfig(_Section):
     batch_tokens: int | None = Field(
         8000, ge=1, description="at most this many padded source tokens per batch, each beam hypothesis counted"
     )
+    cuda_graphs: bool = Field(
+        True,
+        description="on a CUDA device, search in fixed shapes and replay each step as a CUDA graph (the same "
+        "outputs, fewer kernel launches); false: the search that drops finished sentences",
+    )
 
     @model_validator(mode="after")
     def _n_best_within_the_beam(self) -> DecodeConfig:

@@ -44,14 +44,23 @@ CHECK_EVERY = 8  # steps between the host's reads of "is every sentence done?"
 
 
 def _copy_into(statics: Any, values: Any) -> None:
-    """Copy each tensor of a state-like tuple into the same-shaped buffer of `statics` (None skipped)."""
-    for static, value in zip(statics, values, strict=True):
-        if static is not None:
-            static.copy_(value)
+    """Copy every tensor of a state (a tensor, or tuples of them, None skipped: a decoder's
+    state, an ensemble's states) into the same-shaped buffers of `statics`."""
+    if isinstance(statics, torch.Tensor):
+        statics.copy_(values)
+    elif statics is not None:
+        for static, value in zip(statics, values, strict=True):
+            _copy_into(static, value)
 
 
 def _cloned(values: Any) -> Any:
-    return type(values)(*(None if value is None else value.clone() for value in values))
+    """A state's buffers: its tensors cloned, its tuples rebuilt as the same type."""
+    if isinstance(values, torch.Tensor):
+        return values.clone()
+    if values is None:
+        return None
+    parts = [_cloned(value) for value in values]
+    return type(values)(*parts) if hasattr(values, "_fields") else type(values)(parts)  # a NamedTuple, or a tuple
 
 
 class _Replayed:

@@ -104,7 +104,14 @@ def validate(model, bundle: DataBundle, config: Config, device: torch.device) ->
         codec = bundle.codec
         greedy = SearchOptions.from_config(config.decode, beam_size=1)
         sources = [codec.encode_source(example.src) for example in examples]
-        hypotheses = decode_all(model, sources, greedy, batch_size=config.decode.batch_size, device=device)
+        hypotheses = decode_all(
+            model,
+            sources,
+            greedy,
+            batch_size=config.decode.batch_size,
+            device=device,
+            fixed_shapes=config.decode.cuda_graphs and device.type == "cuda",
+        )
         texts = [codec.decode_target(h[0].tokens) for h in hypotheses]
         results["valid_bleu"] = bleu(texts, [e.refs for e in examples], lowercase=config.data.lowercase).score
     model.train(was_training)

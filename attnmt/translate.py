@@ -198,6 +198,7 @@ class Translator:
             shortlist=self.shortlist,
             prefixes=parsed,
             required=phrase_ids,
+            fixed_shapes=self.config.decode.cuda_graphs and torch.device(self.device).type == "cuda",
         )
         results = []
         for index, (sentence, tokens, candidates) in enumerate(zip(sentences, source_tokens, hypotheses, strict=True)):

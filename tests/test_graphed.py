@@ -124,3 +124,17 @@ def test_decode_all_with_fixed_shapes_equals_the_search(beam):
     fixed = decode_all(model, sources, options, batch_size=7, fixed_shapes=True)
     for ours, theirs in zip(fixed, searched, strict=True):
         assert_same(ours, theirs)
+
+
+def test_an_ensemble_searches_the_same_in_fixed_shapes():
+    from attnmt.ensemble import Ensemble
+
+    ensemble = Ensemble([model_for("bahdanau gru"), model_for("luong lstm, input feeding, general")])
+    src, lengths = random_sources()
+    for options in (SearchOptions(), SearchOptions(beam_size=3, n_best=2)):
+        searched = decode_all(ensemble, [row[:n].tolist() for row, n in zip(src, lengths, strict=True)], options)
+        fixed = decode_all(
+            ensemble, [row[:n].tolist() for row, n in zip(src, lengths, strict=True)], options, fixed_shapes=True
+        )
+        for ours, theirs in zip(fixed, searched, strict=True):
+            assert_same(ours, theirs)

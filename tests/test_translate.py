@@ -232,3 +232,27 @@ def test_training_summary_of_a_checkpoint_outside_its_run_or_with_a_damaged_inde
     (damaged / "checkpoints" / "index.json").write_text("{not json")
     summary = training_summary(damaged / "checkpoints" / last.name)
     assert summary["step"] == step and summary["run_minutes"] is None
+
+
+def test_a_cuda_device_searches_in_fixed_shapes_unless_the_run_says_not(translator, test_examples, monkeypatch):
+    import copy
+
+    import attnmt.translate
+
+    asked = []
+    real = attnmt.translate.decode_all
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["fixed_shapes"])
+        return real(*args, **{**kwargs, "device": "cpu"})  # the model stays where it is
+
+    monkeypatch.setattr(attnmt.translate, "decode_all", spy)
+    on_cuda = copy.copy(translator)
+    on_cuda.device = "cuda"
+    sentences = [example.src for example in test_examples[:5]]
+    expected = [t.text for t in translator.translate(sentences)]
+    assert [t.text for t in on_cuda.translate(sentences)] == expected
+    decode = translator.config.decode.model_copy(update={"cuda_graphs": False})
+    on_cuda.config = translator.config.model_copy(update={"decode": decode})
+    on_cuda.translate(sentences)
+    assert asked == [False, True, False]  # the CPU; CUDA; CUDA with decode.cuda_graphs false
