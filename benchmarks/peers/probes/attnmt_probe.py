@@ -31,10 +31,10 @@ def train(args: argparse.Namespace) -> None:
     recorder = record_training(args.events, args.max_minutes)
     step = Trainer.train_step
 
-    def counted_step(trainer: Trainer, indices: list[int]):
+    def counted_step(trainer: Trainer, indices: list[int], batch=None):
         # The batch's target tokens plus one EOS each: what the loss is averaged over.
         recorder.add_tokens(sum(len(trainer.bundle.train.tgt_ids[i]) + 1 for i in indices))
-        return step(trainer, indices)
+        return step(trainer, indices, batch)
 
     Trainer.train_step = counted_step
     # attnmt's own max_minutes ends training at the budget with a checkpoint of the last step.
