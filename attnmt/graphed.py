@@ -88,16 +88,16 @@ class _Replayed:
             self.graph.replay()
 
 
-def _run(step: _Replayed, steps: int, done: torch.Tensor, check_every: int) -> None:
-    """Replay `step` up to `steps` times, stopping at the first check that finds every row `done`."""
-    for number in range(1, steps + 1):
+def _search_to_the_end(search, device: torch.device, graphs: bool | None, check_every: int) -> None:
+    """Run a fixed-shape search (`reset`, `step`, `max_limit`, `done`) until every sentence is
+    done, its step a replayed CUDA graph when `graphs` (default: on a CUDA device), reading
+    `done` on the host once every `check_every` steps."""
+    step = _Replayed(search.step, device, device.type == "cuda" if graphs is None else graphs)
+    search.reset()
+    for number in range(1, search.max_limit + 1):
         step()
-        if number % check_every == 0 and bool(done.all()):
+        if number % check_every == 0 and bool(search.done.all()):
             return
-
-
-def _graphs_wanted(device: torch.device, graphs: bool | None) -> bool:
-    return device.type == "cuda" if graphs is None else graphs
 
 
 class _FixedGreedy:
@@ -167,9 +167,7 @@ def fixed_greedy(
     sentence. `graphs`: replay the step as a CUDA graph (default: on a CUDA device)."""
     assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
     search = _FixedGreedy(model, src, src_lengths, options)
-    step = _Replayed(search.step, src.device, _graphs_wanted(src.device, graphs))
-    search.reset()
-    _run(step, search.max_limit, search.done, check_every)
+    _search_to_the_end(search, src.device, graphs, check_every)
     return search.hypotheses(src_lengths)
 
 
@@ -269,7 +267,5 @@ def fixed_beam_search(
     n_best hypotheses, best first. `graphs`: replay the step as a CUDA graph (default: on a CUDA device)."""
     assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
     search = _FixedBeam(model, src, src_lengths, options)
-    step = _Replayed(search.step, src.device, _graphs_wanted(src.device, graphs))
-    search.reset()
-    _run(step, search.max_limit, search.done, check_every)
+    _search_to_the_end(search, src.device, graphs, check_every)
     return collect_finished(search.finished, src_lengths, options.n_best)
