@@ -112,7 +112,7 @@ def download(name: str, searched: list[Path] | tuple[Path, ...] = ()) -> Path:
     try:
         with atomic_path(destination) as partial:
             if remote.archive_member is None:
-                _fetch_verified(remote, partial, hint)
+                fetch_verified(remote, partial, hint)
             else:
                 _fetch_archive_member(remote, partial, hint)
     except WriteFailed as error:  # the cache itself: not writable, disk full
@@ -128,7 +128,7 @@ def _fetch_archive_member(remote: RemoteFile, destination: Path, hint: str) -> N
     os.close(fd)
     archive = Path(archive_name)
     try:
-        _fetch_verified(remote, archive, hint)
+        fetch_verified(remote, archive, hint)
         with (
             zipfile.ZipFile(archive) as bundle,
             bundle.open(remote.archive_member) as member,
@@ -142,7 +142,7 @@ def _fetch_archive_member(remote: RemoteFile, destination: Path, hint: str) -> N
         archive.unlink(missing_ok=True)
 
 
-def _fetch_verified(remote: RemoteFile, path: Path, hint: str) -> None:
+def fetch_verified(remote: RemoteFile, path: Path, hint: str) -> None:
     """Stream `remote.url` into `path`, then check its length and checksum (the caller deletes `path`)."""
     digest = hashlib.new(remote.algorithm)
     received = 0

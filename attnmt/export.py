@@ -204,9 +204,10 @@ def temporary_export(path: str | Path, which: str = "best") -> Iterator[Path]:
         yield export_onnx(path, Path(folder) / "export", which=which)
 
 
-def _run_files(run_dir: Path) -> list[Path]:
-    """What translation reads from a run directory besides the weights."""
-    names = ["config.yaml", "src.vocab.json", "tgt.vocab.json", "src.spm.model", "tgt.spm.model", SHORTLIST_FILE]
+def _run_files(run_dir: Path, shortlist: bool) -> list[Path]:
+    """What translation reads from a run directory besides the weights (its shortlist if `shortlist`)."""
+    names = ["config.yaml", "src.vocab.json", "tgt.vocab.json", "src.spm.model", "tgt.spm.model"]
+    names += [SHORTLIST_FILE] if shortlist else []
     return [run_dir / name for name in names if (run_dir / name).is_file()]
 
 
@@ -285,10 +286,11 @@ def check_output(output: Path) -> None:
         raise UserError(f"{output}: exists and is not an export; choose a new folder", field="output")
 
 
-def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") -> Path:
+def export_onnx(path: str | Path, output: str | Path, *, which: str = "best", shortlist: bool = True) -> Path:
     """Export the `which` checkpoint of run `path` into directory `output`, written whole or not at all.
 
     An existing `output` is replaced only when it is itself an export (never another folder).
+    A run's vocabulary shortlist comes along (its file and restricted step graph) unless `shortlist` is False.
     """
     import attnmt
 
@@ -320,7 +322,7 @@ def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") ->
             (_axes(0), _axes(0, 1), keys_axes, _axes(0, 1), state_axes),
         )
         graphs = {name: names[name] for name in GRAPHS}
-        if (trained.run_dir / SHORTLIST_FILE).is_file():
+        if shortlist and (trained.run_dir / SHORTLIST_FILE).is_file():
             vocabulary = torch.arange(0, model.decoder.embedding.num_embeddings, 3)  # any sorted ids, V' its own size
             _export_graph(
                 _ShortlistStep(model, present),
@@ -330,7 +332,7 @@ def export_onnx(path: str | Path, output: str | Path, *, which: str = "best") ->
                 (_axes(0), _axes(0), _axes(0, 1), keys_axes, _axes(0, 1), state_axes),
             )
             graphs[SHORTLIST_STEP] = names[SHORTLIST_STEP]
-        for file in _run_files(trained.run_dir):
+        for file in _run_files(trained.run_dir, shortlist):
             with naming_file(staging / file.name):
                 shutil.copyfile(file, staging / file.name)
         manifest = {

@@ -70,7 +70,7 @@ def normalize_text(text: str) -> str:
 
 
 @functools.cache
-def _punctuation_class() -> str:
+def punctuation_class() -> str:
     """Regex character-class body of every Unicode punctuation (P*) and symbol (S*) character.
 
     Built from `unicodedata` rather than `\\w`, because `\\w` leaves out combining marks and so
@@ -91,7 +91,7 @@ def _punctuation_class() -> str:
 
 @functools.cache
 def _token_pattern() -> re.Pattern[str]:
-    word_char = rf"[^\s{_punctuation_class()}]"
+    word_char = rf"[^\s{punctuation_class()}]"
     # Inside a word: a hyphen, an apostrophe, a period before a word character (I.D, 3.5,
     # tatoeba.org), or a comma or colon between digits (1,000 and 10:30). A hyphen may also
     # open or close a word, as in German "Ess- und Wohnzimmer" or "mit Tellern und -tassen".

@@ -11,8 +11,11 @@ from PyPI; no browser is downloaded.
 from __future__ import annotations
 
 import argparse
+import functools
+import http.server
 import os
 import shutil
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,8 +39,8 @@ def chromium() -> str | None:
 
 
 @contextmanager
-def open_page(url: str, width: int = 1200, height: int = 900):
-    """A Playwright page on `url` in headless Chromium, once the page has listed its models."""
+def open_browser():
+    """Headless Chromium (Debian's, or ATTNMT_CHROMIUM) driven by Playwright."""
     from playwright.sync_api import sync_playwright
 
     executable = chromium()
@@ -46,12 +49,40 @@ def open_page(url: str, width: int = 1200, height: int = 900):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.goto(url)
-            page.wait_for_selector("#model option", state="attached")
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def open_page(url: str, width: int = 1200, height: int = 900):
+    """A Playwright page on `url` in headless Chromium, once the page has listed its models."""
+    with open_browser() as browser:
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(url)
+        page.wait_for_selector("#model option", state="attached")
+        yield page
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # a test's page loads are not news
+        pass
+
+
+@contextmanager
+def serving_folder(folder: Path):
+    """`folder` served as static files on a free local port, as `python -m http.server` serves
+    it (no cross-origin isolation headers); yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def screenshots(runs: list[str], output: str) -> list[Path]:

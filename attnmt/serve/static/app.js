@@ -1,8 +1,9 @@
 // The attention explorer: plain JavaScript over attnmt's JSON API (/docs describes it).
 "use strict";
 
+import {SearchReplay, drawHeatmap, showResult} from "./views.js";
+
 const $ = (id) => document.getElementById(id);
-const SVG = "http://www.w3.org/2000/svg";
 let models = [];
 
 // --- talking to the API ----------------------------------------------------------------
@@ -48,84 +49,6 @@ function translateRequest(model, sentence) {
   return request;
 }
 
-// --- the heatmap: output tokens down, source tokens across -----------------------------
-
-function element(name, attributes = {}, text = "") {
-  const node = document.createElementNS(SVG, name);
-  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
-  if (text) node.textContent = text;
-  return node;
-}
-
-// matplotlib's "Blues": near white at 0, mid blue at 0.5, deep blue at 1
-const BLUES = [[247, 251, 255], [107, 174, 214], [8, 48, 107]];
-
-function color(weight) {
-  const [from, to, t] = weight < 0.5 ? [BLUES[0], BLUES[1], weight * 2] : [BLUES[1], BLUES[2], weight * 2 - 1];
-  return `rgb(${from.map((c, i) => Math.round(c + (to[i] - c) * t)).join(", ")})`;
-}
-
-// attention: rows (one per output token, </s> included) x columns (source tokens)
-function drawHeatmap(container, sourceTokens, outputTokens, attention) {
-  container.replaceChildren();
-  const cell = 30;
-  const left = 12 + 8 * Math.max(...outputTokens.map((t) => t.length), 3);
-  const top = 12 + 6 * Math.max(...sourceTokens.map((t) => t.length), 3);
-  const svg = element("svg", {width: left + cell * sourceTokens.length + 10, height: top + cell * outputTokens.length + 10});
-  sourceTokens.forEach((token, col) => {
-    const x = left + col * cell + cell / 2, y = top - 6;
-    svg.append(element("text", {class: "token src-token", "data-col": col, x, y,
-                                transform: `rotate(-50 ${x} ${y})`}, token));
-  });
-  outputTokens.forEach((token, row) => {
-    svg.append(element("text", {class: "token out-token", "data-row": row, x: left - 6, y: top + row * cell + cell * 0.65,
-                                "text-anchor": "end"}, token));
-    const weights = attention[row] || [];
-    const strongest = weights.indexOf(Math.max(...weights));
-    weights.forEach((weight, col) => {
-      const rect = element("rect", {class: "cell" + (col === strongest ? " argmax" : ""), "data-row": row, "data-col": col,
-                                    x: left + col * cell, y: top + row * cell, width: cell, height: cell,
-                                    fill: color(weight)});
-      rect.append(element("title", {}, `${token} → ${sourceTokens[col]}: ${weight.toFixed(3)}`));
-      svg.append(rect);
-    });
-  });
-  container.append(svg);
-  linkHover(svg, attention);
-}
-
-// Hovering an output token (or a cell) lights the source tokens it attends to; hovering a
-// source token lights the outputs that attend to it. Strength shows as opacity.
-function linkHover(svg, attention) {
-  const clear = () => {
-    svg.querySelectorAll(".highlight, .focus").forEach((node) => node.classList.remove("highlight", "focus"));
-    svg.querySelectorAll(".cell").forEach((node) => node.classList.remove("dim"));
-    svg.querySelectorAll("text.token").forEach((node) => node.style.removeProperty("opacity"));
-  };
-  // Light `focus`, fade the labels of the other axis by `weightOf(label)`, dim the cells not `kept`.
-  const show = (focus, otherLabels, weightOf, kept) => {
-    clear();
-    focus.classList.add("focus");
-    const labels = [...svg.querySelectorAll(otherLabels)];
-    const top = Math.max(...labels.map(weightOf)) || 1;
-    labels.forEach((node) => {
-      node.style.opacity = 0.25 + 0.75 * weightOf(node) / top;
-      if (weightOf(node) >= 0.5 * top) node.classList.add("highlight");
-    });
-    svg.querySelectorAll(".cell").forEach((node) => node.classList.toggle("dim", !kept(node)));
-  };
-  const showRow = (row) => show(svg.querySelector(`.out-token[data-row="${row}"]`), ".src-token",
-                                (node) => attention[row][Number(node.dataset.col)],
-                                (cell) => Number(cell.dataset.row) === row);
-  const showColumn = (col) => show(svg.querySelector(`.src-token[data-col="${col}"]`), ".out-token",
-                                   (node) => attention[Number(node.dataset.row)][col],
-                                   (cell) => Number(cell.dataset.col) === col);
-  svg.querySelectorAll(".out-token").forEach((node) => node.addEventListener("mouseenter", () => showRow(Number(node.dataset.row))));
-  svg.querySelectorAll(".cell").forEach((node) => node.addEventListener("mouseenter", () => showRow(Number(node.dataset.row))));
-  svg.querySelectorAll(".src-token").forEach((node) => node.addEventListener("mouseenter", () => showColumn(Number(node.dataset.col))));
-  svg.addEventListener("mouseleave", clear);
-}
-
 function showTranslation(container, sentence, title = "") {
   container.replaceChildren();
   const best = sentence.hypotheses[0];
@@ -154,19 +77,7 @@ async function translate() {
     if (result.unmet_constraints && result.unmet_constraints.length) {
       status(`Its length limit left no room for: ${result.unmet_constraints.join("; ")}`, true);
     }
-    const best = result.hypotheses[0];
-    $("translation").textContent = best.text;
-    $("nbest").replaceChildren(...result.hypotheses.map((h, rank) => {
-      const row = document.createElement("tr");
-      row.innerHTML = `<td>${rank + 1}</td><td></td><td class="score">${h.score.toFixed(3)}</td>`;
-      row.children[1].textContent = h.text;
-      return row;
-    }));
-    if (result.source_tokens.length) {
-      drawHeatmap($("heatmap"), result.source_tokens, [...best.tokens, "</s>"], best.attention);
-    } else {
-      $("heatmap").replaceChildren();
-    }
+    showResult({translation: $("translation"), nbest: $("nbest"), heatmap: $("heatmap")}, result);
     return !(result.unmet_constraints && result.unmet_constraints.length);  // keep the warning shown
   });
 }
@@ -219,63 +130,14 @@ async function compare() {
 
 // --- the search, step by step ----------------------------------------------------------------
 
-let explanation = null;
-let chosen = 0;
-
-// A candidate's tokens carry its history; its attention rows are found by walking back
-// through the parents (slot numbers of the previous step's kept candidates).
-function attentionSoFar(step, index) {
-  const rows = [];
-  let candidate = explanation.steps[step][index];
-  for (let t = step; t >= 0; t--) {
-    rows.unshift(candidate.attention);
-    if (t > 0) candidate = explanation.steps[t - 1].find((c) => c.slot === candidate.parent);
-  }
-  return rows;
-}
-
-function showStep() {
-  const step = Number($("step").value);
-  const candidates = explanation.steps[step];
-  $("step-label").textContent = `step ${step + 1} of ${explanation.steps.length}`;
-  chosen = Math.min(chosen, candidates.length - 1);
-  const widest = Math.max(...candidates.flatMap((c) => c.attention)) || 1;
-  $("candidates").replaceChildren(...candidates.map((candidate, index) => {
-    const row = document.createElement("tr");
-    row.className = index === chosen ? "selected" : "";
-    row.innerHTML = `<td class="num">${index + 1}</td><td></td><td class="num">${candidate.log_prob.toFixed(3)}</td>` +
-      `<td><span class="badge ${candidate.status}">${candidate.status}</span></td><td><span class="bars"></span></td>`;
-    row.children[1].textContent = candidate.tokens.join(" ");
-    row.querySelector(".bars").append(...candidate.attention.map((weight, col) => {
-      const bar = document.createElement("span");
-      bar.style.opacity = 0.1 + 0.9 * weight / widest;
-      bar.title = `${explanation.source_tokens[col]}: ${weight.toFixed(3)}`;
-      return bar;
-    }));
-    row.addEventListener("click", () => { chosen = index; showStep(); });
-    return row;
-  }));
-  const candidate = candidates[chosen];
-  drawHeatmap($("search-heatmap"), explanation.source_tokens, candidate.tokens, attentionSoFar(step, chosen));
-}
+let replay = null;  // made at start, once the page's elements exist
 
 async function explain() {
   const sentence = $("source").value.trim();
   if (!sentence) return status("Type a sentence first.", true);
   await attempt("replaying the search", async () => {
-    explanation = await api("/v1/explain", {model: $("model").value, sentence, beam_size: Number($("beam").value)});
-    $("step").max = explanation.steps.length - 1;
-    $("step").value = 0;
-    chosen = 0;
-    showStep();
+    replay.show(await api("/v1/explain", {model: $("model").value, sentence, beam_size: Number($("beam").value)}));
   });
-}
-
-function moveStep(by) {
-  if (!explanation) return;
-  const slider = $("step");
-  slider.value = Math.max(0, Math.min(Number(slider.max), Number(slider.value) + by));
-  showStep();
 }
 
 // --- the test set, worst translations first ----------------------------------------------------
@@ -380,9 +242,11 @@ async function start() {
   $("score-button").addEventListener("click", scoreOwn);
   $("compare-button").addEventListener("click", compare);
   $("explain-button").addEventListener("click", explain);
-  $("step").addEventListener("input", () => explanation && showStep());
-  $("step-back").addEventListener("click", () => moveStep(-1));
-  $("step-forward").addEventListener("click", () => moveStep(1));
+  replay = new SearchReplay({slider: $("step"), label: $("step-label"), table: $("candidates"),
+                             heatmap: $("search-heatmap")});
+  $("step").addEventListener("input", () => replay.draw());
+  $("step-back").addEventListener("click", () => replay.move(-1));
+  $("step-forward").addEventListener("click", () => replay.move(1));
   $("analysis-button").addEventListener("click", loadAnalysis);
   for (const id of ["min-length", "max-length", "order"]) $(id).addEventListener("input", showAnalysis);
   document.querySelectorAll(".tab").forEach((tab) => tab.addEventListener("click", () => {
