@@ -148,6 +148,34 @@ def measure_run(
     return result
 
 
+def _median_range(spread: dict, digits: int, scale: float = 1.0) -> str:
+    values = [value * scale for value in (spread["median"], spread["min"], spread["max"])]
+    if len(spread["values"]) < 2:
+        return f"{values[0]:,.{digits}f}"
+    return f"{values[0]:,.{digits}f} ({values[1]:,.{digits}f}-{values[2]:,.{digits}f})"
+
+
+def web_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """The page against Python per run and search: identical outputs, the page's tokens/s
+    (median and range), the time to its first translation, its folder's size."""
+    header = ["run", "weights", "search", "identical to Python", "page tokens/s", "first translation s", "folder MiB"]
+    body = []
+    for run in results["runs"]:
+        for search, measured in run["searches"].items():
+            body.append(
+                [
+                    run["name"],
+                    run["quantization"].replace("none", "float32"),
+                    search,
+                    f"{measured['identical']:,} of {measured['compared']:,}",
+                    _median_range(measured["page_tokens_per_s"], 0),
+                    _median_range(run["first_translation_ms"], 2, 1 / 1000),
+                    f"{run['folder_mib']:.1f}",
+                ]
+            )
+    return header, body
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.web", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", type=Path, required=True, help="trained run directories")

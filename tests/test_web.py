@@ -90,6 +90,25 @@ def test_the_command_replaces_an_earlier_web_export_whole(web_run, capsys, tmp_p
     assert not (again / "stale.txt").exists() and (again / DESCRIPTION).is_file()
 
 
+def test_folding_constants_before_int8_leaves_no_float32_matrix_in_the_step(web_run, tmp_path):
+    """The decoder step slices its input weights in the graph; folded first, those are int8 too."""
+    import onnx
+
+    from attnmt.quantize import quantize_export
+
+    _, site = web_run
+
+    def float32_matrices(export):
+        graph = onnx.load(str(export / "step.onnx")).graph
+        return [w.name for w in graph.initializer if w.data_type == onnx.TensorProto.FLOAT and len(w.dims) == 2]
+
+    assert float32_matrices(quantize_export(site / "model", tmp_path / "plain"))  # what folding is for
+    folded = quantize_export(site / "model", tmp_path / "folded", fold_constants=True)
+    assert float32_matrices(folded) == []
+    translator = load(ModelSpec(str(folded), engine="onnxruntime", threads=1))
+    assert translator.translate(["a b c"])[0].tokens  # the folded graphs still run
+
+
 def test_another_folder_is_never_overwritten(reverse_run, capsys, tmp_path):
     taken = tmp_path / "notes"
     taken.mkdir()

@@ -54,6 +54,7 @@ from benchmarks.peers.report import quality_rows, speed_rows
 from benchmarks.report import headlines, markdown_table, tables
 from benchmarks.scale import scale_rows
 from benchmarks.serving import serving_rows
+from benchmarks.web import web_rows
 from tools.attention_focus import focus_rows
 from tools.init_parts import parts_rows
 from tools.multi30k_table import summary_rows, table_rows
@@ -198,6 +199,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "speed-greedy": _speed_table(1),
     "speed-beam": _speed_table(2),
     "serving": lambda results: markdown_table(*serving_rows(results)),
+    "web": lambda results: markdown_table(*web_rows(results)),
     "gpu": lambda results: markdown_table(*gpu_rows(results)),
     "engines": lambda results: markdown_table(*engine_rows(results)),
     "large-file": lambda results: markdown_table(*large_file_rows(results)),
