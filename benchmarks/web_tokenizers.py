@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
 
         machine = {**describe_machine(), "node": node_version()}
         versions = {"sentencepiece": sentencepiece.__version__, "python_unicode": unicodedata.unidata_version}
-        results = {"machine": machine, **versions, "results": rows}
+        totals = {key: sum(row[key] for row in rows) for key in ("sentences", "tokenize_equal", "detokenize_equal")}
+        results = {"machine": machine, **versions, "totals": {"cases": len(rows), **totals}, "results": rows}
         write_results(args.json, results, "benchmarks.web_tokenizers", argv)
     return 0 if all(row["sentences"] == row["tokenize_equal"] == row["detokenize_equal"] for row in rows) else 1
 
