@@ -374,19 +374,19 @@ def export_int8(spec: ModelSpec, output: str | Path) -> Int8Check:
 
 
 def export_int8_or_float32(
-    spec: ModelSpec, output: str | Path, *, shortlist: bool = True, fold_constants: bool = False
+    spec: ModelSpec, output: str | Path, *, shortlist: bool = True, portable: bool = False
 ) -> Int8Check:
     """Export `spec`'s run (its first path) into `output`: int8 when it loses at most BLEU_BOUND
     BLEU against float32 on the valid split (greedy search), float32 otherwise (`Int8Check.kept`
     says which). Both exports are made in a staging folder beside `output`, so `output` is only
     ever a whole export. `shortlist=False` leaves a run's vocabulary shortlist out;
-    `fold_constants` is `quantize_export`'s."""
+    `portable` is `quantize_export`'s."""
     output = Path(output)
     check_output(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{output.name}.", dir=output.parent) as folder:
         float32 = export_onnx(spec.paths[0], Path(folder) / "float32", which=spec.checkpoint, shortlist=shortlist)
-        int8 = quantize_export(float32, Path(folder) / "int8", fold_constants=fold_constants)
+        int8 = quantize_export(float32, Path(folder) / "int8", portable=portable)
         exports = [ModelSpec(directory, device="cpu", data_dir=spec.data_dir) for directory in (float32, int8)]
         translators = [load(export) for export in exports]
         examples = split_examples(translators[0].config.data, "valid")

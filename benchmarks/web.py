@@ -1,10 +1,10 @@
 """The exported web page against Python: the same translations, and how fast the page is.
 
     python -m benchmarks.web --runs runs/multi30k-en-de runs/demo [--sentences 1000] [--repeats 3]
-                             [--json docs/results/web.json]
+                             [--quantize int8 none] [--json docs/results/web.json]
 
 Each run is exported as `attnmt export RUN --format web` does (int8 where it keeps its valid
-BLEU), the folder served by `python -m http.server` and opened in headless Chromium (Debian's
+BLEU; with `--quantize none` also, or only, as float32), the folder served by `python -m http.server` and opened in headless Chromium (Debian's
 package, driven by Playwright). The page translates the first `--sentences` sentences of the
 run's test split, one at a time through its own script API (`attnmt.translate`), greedy and with
 beam 5; Python translates them over the same graphs as `attnmt translate FOLDER/model --engine
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import socket
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from attnmt.evaluation import split_examples
 from attnmt.loading import ModelSpec, load
-from attnmt.web.export import MODEL_FOLDER, RUNTIME_FOLDER, export_web
+from attnmt.web.export import DESCRIPTION, MODEL_FOLDER, RUNTIME_FOLDER, export_web
 from benchmarks.measure import describe_machine, positive_int, spread, write_results
 from tools.browser import open_browser
 
@@ -87,18 +88,28 @@ def _python_pass(translator, sentences: list[str], beam: int) -> tuple[list[str]
 
 
 def measure_run(
-    run_dir: Path, work: Path, browser, sentences: int, repeats: int, data_dir: str | None, examples: list[str]
+    run_dir: Path,
+    work: Path,
+    browser,
+    sentences: int,
+    repeats: int,
+    data_dir: str | None,
+    examples: list[str],
+    int8: bool = True,
 ) -> dict:
-    site = work / run_dir.name
-    made = export_web(run_dir, site, data_dir=data_dir)
+    site = work / f"{run_dir.name}-{'int8' if int8 else 'float32'}"
+    made = export_web(run_dir, site, data_dir=data_dir, int8=int8)
     translator = load(ModelSpec(str(site / MODEL_FOLDER), engine="onnxruntime", threads=1, data_dir=data_dir))
+    description = json.loads((site / DESCRIPTION).read_text(encoding="utf-8"))
     sources = [example.src for example in split_examples(translator.config.data, "test")[:sentences]]
     result = {
         "name": run_dir.name,
         "run": str(run_dir),
-        "checkpoint": translator.checkpoint.name if translator.checkpoint else None,
-        "test_split": translator.config.data.test_split,
+        "checkpoint": description["model"]["checkpoint"],
+        "corpus": translator.config.data.corpus,
+        "test_split": translator.config.data.test_split if translator.config.data.corpus == "multi30k" else "test",
         "sentences": len(sources),
+        "asked": "int8" if int8 else "none",
         "quantization": "int8" if made.int8 is not None and made.int8.kept else "none",
         "int8_check": None if made.int8 is None else str(made.int8),
         "folder_mib": round(made.size / 2**20, 2),
@@ -185,16 +196,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--examples", nargs="*", default=["I'm home."], help="sentences also translated with the run's own search"
     )
+    parser.add_argument(
+        "--quantize",
+        nargs="+",
+        choices=("int8", "none"),
+        default=["int8"],
+        help="the exports measured: int8 (the default, float32 where int8 loses BLEU) and/or float32",
+    )
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="raw results file")
     args = parser.parse_args(argv)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     with tempfile.TemporaryDirectory(prefix="attnmt-web-") as work, open_browser() as browser:
         runs = []
         for run_dir in args.runs:
-            runs.append(
-                measure_run(run_dir, Path(work), browser, args.sentences, args.repeats, args.data_dir, args.examples)
-            )
-            print(runs[-1], flush=True)
+            for quantize in args.quantize:
+                measured = measure_run(
+                    run_dir,
+                    Path(work),
+                    browser,
+                    args.sentences,
+                    args.repeats,
+                    args.data_dir,
+                    args.examples,
+                    int8=quantize == "int8",
+                )
+                runs.append(measured)
+                print(measured, flush=True)
         chromium = browser.version
     results = {"started": started, "machine": describe_machine(), "chromium": chromium, "runs": runs}
     write_results(args.json, results, "benchmarks.web", argv)

@@ -103,7 +103,7 @@ def test_folding_constants_before_int8_leaves_no_float32_matrix_in_the_step(web_
         return [w.name for w in graph.initializer if w.data_type == onnx.TensorProto.FLOAT and len(w.dims) == 2]
 
     assert float32_matrices(quantize_export(site / "model", tmp_path / "plain"))  # what folding is for
-    folded = quantize_export(site / "model", tmp_path / "folded", fold_constants=True)
+    folded = quantize_export(site / "model", tmp_path / "folded", portable=True)
     assert float32_matrices(folded) == []
     translator = load(ModelSpec(str(folded), engine="onnxruntime", threads=1))
     assert translator.translate(["a b c"])[0].tokens  # the folded graphs still run

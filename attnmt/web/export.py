@@ -112,7 +112,7 @@ def export_web(
         model = staging / MODEL_FOLDER
         if int8:
             spec = ModelSpec(str(trained.run_dir), checkpoint=which, data_dir=data_dir)
-            check = export_int8_or_float32(spec, model, shortlist=False, fold_constants=True)
+            check = export_int8_or_float32(spec, model, shortlist=False, portable=True)
         else:
             export_onnx(trained.run_dir, model, which=which, shortlist=False)
         manifest = read_export(model).manifest
