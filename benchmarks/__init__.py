@@ -32,6 +32,10 @@ one line each (`tests/test_tools.py` holds it to the files present):
   memory, against the in-memory path.
 - `optimizer`: fused against default Adam.
 - `fsync`: what syncing a checkpoint to the disk costs.
+- `web`: the exported web page in headless Chromium against Python over the same graphs:
+  identical outputs, tokens/s, time to the first translation, the folder's size.
+- `web_tokenizers`: the page's tokenizers (run in Node) against attnmt's on whole test sets.
+- `chromium`: headless Chromium driven by Playwright, without a browser download.
 
 Nothing in `attnmt` imports this package, and nothing here imports `tools`.
 """

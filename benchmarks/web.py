@@ -4,17 +4,17 @@
                              [--quantize int8 none] [--json docs/results/web.json]
 
 Each run is exported as `attnmt export RUN --format web` does (int8 where it keeps its valid
-BLEU; with `--quantize none` also, or only, as float32), the folder served by `python -m http.server` and opened in headless Chromium (Debian's
-package, driven by Playwright). The page translates the first `--sentences` sentences of the
-run's test split, one at a time through its own script API (`attnmt.translate`), greedy and with
-beam 5; Python translates them over the same graphs as `attnmt translate FOLDER/model --engine
-onnxruntime` does (`Translator.translate`, one onnxruntime thread, the page's one thread too).
-Reported per run and search: how many outputs are identical (and a few that are not), the
-page's generated tokens/s (tokens before EOS; in-page time, tokenization and detokenization
-included) as the median of `--repeats` passes with its range, and Python's beside it; the time
-from navigation to the page's first translation (loading the engine and the graphs included),
-median of `--repeats` fresh page loads; the folder's size, the engine's and the model's share.
-"""
+BLEU; with `--quantize none` also, or only, as float32), the folder served by `python -m
+http.server` and opened in headless Chromium (Debian's package, driven by Playwright). The page
+translates the first `--sentences` sentences of the run's test split, one at a time through its
+own script API (`attnmt.translate`), greedy and with beam 5; Python translates them over the
+same graphs as `attnmt translate FOLDER/model --engine onnxruntime` does
+(`Translator.translate`, one onnxruntime thread, the page's one thread too). Reported per run
+and search: how many outputs are identical (and a few that are not), the page's generated
+tokens/s (tokens before EOS; in-page time, tokenization and detokenization included) as the
+median of `--repeats` passes with its range, and Python's beside it; the time from navigation to
+the page's first translation (loading the engine and the graphs included), median of `--repeats`
+fresh page loads; the folder's size, the engine's and the model's share."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ from pathlib import Path
 from attnmt.evaluation import split_examples
 from attnmt.loading import ModelSpec, load
 from attnmt.web.export import DESCRIPTION, MODEL_FOLDER, RUNTIME_FOLDER, export_web
+from benchmarks.chromium import open_browser
 from benchmarks.measure import describe_machine, positive_int, spread, write_results
-from tools.browser import open_browser
 
 DEFAULT_JSON = Path("docs/results/web.json")
 SEARCHES = {"greedy": 1, "beam 5": 5}

@@ -9,9 +9,10 @@ import re
 
 import pytest
 
+from benchmarks.chromium import chromium
 from benchmarks.serving import running_server
 from tests.browser_helpers import replay_the_search
-from tools.browser import chromium, open_page
+from tools.browser import open_page
 
 try:
     import playwright.sync_api as playwright

@@ -25,10 +25,11 @@ from attnmt.search import teacher_forced
 from attnmt.vocab import EOS
 from attnmt.web.export import DESCRIPTION, FORMAT, PAGE_FILES, SHARED_FILES, export_web
 from attnmt.web.runtime import FILES as RUNTIME_FILES
+from benchmarks.chromium import chromium, open_browser
 from tests.browser_helpers import replay_the_search
 from tests.cli_helpers import run_error, run_ok
 from tests.conftest import REVERSE_RUN
-from tools.browser import chromium, open_browser, serving_folder
+from tools.browser import serving_folder
 
 try:
     import playwright.sync_api as playwright
