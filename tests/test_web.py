@@ -110,6 +110,15 @@ def test_folding_constants_before_int8_leaves_no_float32_matrix_in_the_step(web_
     assert translator.translate(["a b c"])[0].tokens  # the folded graphs still run
 
 
+def test_a_checkpoint_folder_exports_that_checkpoint(reverse_run, tmp_path):
+    from attnmt.checkpoint import read_index
+
+    index = read_index(reverse_run)
+    older = next(name for name in index.kept if name != index.best)
+    site = export_web(reverse_run / "checkpoints" / older, tmp_path / "site", int8=False).folder
+    assert json.loads((site / DESCRIPTION).read_text(encoding="utf-8"))["model"]["checkpoint"] == older
+
+
 def test_another_folder_is_never_overwritten(reverse_run, capsys, tmp_path):
     taken = tmp_path / "notes"
     taken.mkdir()

@@ -45,7 +45,8 @@ EXAMPLES = 30  # test sources offered as examples in the page
 
 @dataclass(frozen=True)
 class WebExport:
-    """What `export_web` wrote: the folder, its size in bytes, and the int8 check (None: float32 asked)."""
+    """What `export_web` wrote: the folder, its size in bytes, the int8 check (None: float32 asked),
+    and whether the run's vocabulary shortlist was left out."""
 
     folder: Path
     size: int
@@ -111,10 +112,10 @@ def export_web(
     with atomic_folder(output) as staging:
         model = staging / MODEL_FOLDER
         if int8:
-            spec = ModelSpec(str(trained.run_dir), checkpoint=which, data_dir=data_dir)
+            spec = ModelSpec(str(run_dir), checkpoint=which, data_dir=data_dir)  # a run or one checkpoint folder
             check = export_int8_or_float32(spec, model, shortlist=False, portable=True)
         else:
-            export_onnx(trained.run_dir, model, which=which, shortlist=False)
+            export_onnx(run_dir, model, which=which, shortlist=False)
         manifest = read_export(model).manifest
         _copy_page(staging)
         runtime.copy_runtime(staging / RUNTIME_FOLDER)
