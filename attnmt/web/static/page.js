@@ -91,7 +91,7 @@ class WebTranslator {
         const slot = slots.get(candidates.indexOf(c)) ?? -1;
         return {tokens: [...beams[c.origin], this.targetTokens[c.token]], parent: c.origin, log_prob: c.logProb,
                 status: finished ? "finished" : slot >= 0 ? "kept" : "dropped", slot,
-                score: finished ? c.logProb / penalty : null, attention: c.attention.at(-1)};
+                score: finished ? c.logProb / penalty : null, attention: c.stepAttention};
       });
       beams = shown.filter((c) => c.slot >= 0).sort((a, b) => a.slot - b.slot).map((c) => c.tokens);
       steps.push(shown);

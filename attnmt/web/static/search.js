@@ -174,22 +174,23 @@ export async function beamSearch(model, ids, options, observe = null) {
         totals[k * vocab + v] = generable ? live[k].logProb + scores[k * vocab + v] : -Infinity;
       }
     }
+    // histories are copied only for the candidates that finish or live on (`grown`), not all 2K
     const candidates = topIndices(totals, 2 * beam).map((flat, rank) => {
       const origin = Math.floor(flat / vocab), token = flat % vocab;
-      return {origin, token, rank, logProb: totals[flat], tokens: [...live[origin].tokens, token],
-              attention: [...live[origin].attention, row(out.attention, origin, width)]};
+      return {origin, token, rank, logProb: totals[flat], stepAttention: row(out.attention, origin, width)};
     });
+    const grown = (c) => ({...c, tokens: [...live[c.origin].tokens, c.token],
+                           attention: [...live[c.origin].attention, c.stepAttention]});
     const penalty = lengthPenalty(step + 1, alpha);
     const finishing = candidates.filter((c) => c.token === EOS && c.rank < beam && c.logProb > -Infinity);
-    const pool = [...finished, ...finishing.map((c) => ({score: f32(c.logProb / penalty), logProb: c.logProb,
-                                                          tokens: c.tokens, attention: c.attention}))];
+    const pool = [...finished, ...finishing.map((c) => ({...grown(c), score: f32(c.logProb / penalty)}))];
     finished = topIndices(pool.map((h) => h.score), beam).map((i) => pool[i]);
     count += finishing.length;
     const done = count >= beam || last;
     const picks = done ? [] : topIndices(candidates.map((c) => (c.token === EOS ? -Infinity : c.logProb)), beam);
     if (observe) observe({step, candidates, picks, finishing, penalty});
     if (done) break;
-    live = picks.map((i) => candidates[i]);
+    live = picks.map((i) => grown(candidates[i]));
     state = model.reorder(out.state, live.map((c) => c.origin));
   }
   return finished.filter((h) => h.score > -Infinity).slice(0, options.n_best ?? 1)
