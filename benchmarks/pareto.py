@@ -3,7 +3,7 @@ one invocation, with the Pareto front drawn.
 
     python -m benchmarks.pareto --system NAME=RUN[+RUN...][,beam=K][,int8][,shortlist][,fast] ...
                                 [--splits test_2016_flickr,test_2017_flickr] [--repeats 5]
-                                [--peer opennmt-py] [--json OUT] [--plot OUT.png]
+                                [--peer opennmt-py [--peer-seeds 1,2]] [--json OUT] [--plot OUT.png]
 
 A system is one run or an ensemble of runs (`+`), searched with a beam of K (default: the first
 run's decode.beam_size; 1 is greedy), with int8 weights and the run's vocabulary shortlist where
@@ -19,7 +19,8 @@ the Pareto front: the systems no other beats on both.
 `--peer opennmt-py` adds OpenNMT-py's best model of the peer benchmark (`benchmarks.peers
 quality`, the same model as attnmt's identical-work row: the seed with the best validation
 BLEU, at its best checkpoint, from the work folder; a seed whose race is missing there is
-trained first, 50 minutes each), greedy and with beam 5, in the same turns. It reads the peer
+trained first, 50 minutes each; `--peer-seeds` names the seeds to choose from, 1 and 2 as the
+peer benchmark races them by default), greedy and with beam 5, in the same turns. It reads the peer
 benchmark's lowercased word tokens and is scored on test2016 only (the one test split that
 benchmark prepares): tokenized BLEU on those words, sacreBLEU on them and on the references'
 words detokenized by attnmt's word tokenizer. Its timing is of the decoding alone (its
@@ -282,6 +283,14 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="add a peer's best model of the peer benchmark, greedy and beam 5 (test2016)",
     )
+    parser.add_argument(
+        "--peer-seeds",
+        type=lambda text: tuple(positive_int(seed) for seed in text.split(",")),
+        default=(1, 2),
+        metavar="1,2",
+        help="the peer's seeds to choose its best model from (default: the peer benchmark's 1,2); "
+        "a seed missing from its work folder is trained, 50 minutes",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the measurements here")
     parser.add_argument("--plot", type=Path, default=None, help="draw BLEU against speed here")
     args = parser.parse_args(argv)
@@ -291,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.system and not args.peer:
         parser.error("give at least one --system or --peer")
     try:
-        peers = [row for name in args.peer for row in peer_rows(name)]
+        peers = [row for name in args.peer for row in peer_rows(name, args.peer_seeds)]
         results = measure(args.system, args.splits, args.repeats, peers)
     except UserError as error:
         print(f"benchmarks.pareto: error: {error}", file=sys.stderr)

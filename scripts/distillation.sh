@@ -11,7 +11,8 @@
 # shortlists pareto]; SEEDS [1 2 3] of the teachers; BEAM [5] of the distillation; SMALL
 # ["model.embedding_size=128 model.encoder_hidden=128 model.decoder_hidden=256"], the smaller
 # student's overrides; SET: extra --set overrides for every training run (e.g.
-# "train.max_steps=20" for a smoke test); REPEATS [5] timed passes of the table; JSON
+# "train.max_steps=20" for a smoke test); REPEATS [5] timed passes of the table; PEER_SEEDS [1,2]
+# the seeds of OpenNMT-py's model to choose the best from (each missing one trains 50 minutes); JSON
 # [benchmarks/results/pareto-cpu.json] and PLOT [docs/results/pareto.png], where the table goes.
 # Every phase skips what is done: a finished run is not trained again, an interrupted one resumes
 # from its last checkpoint, an interrupted distillation goes on from its last complete chunk.
@@ -25,6 +26,7 @@ BEAM=${BEAM:-5}
 SMALL=${SMALL:-model.embedding_size=128 model.encoder_hidden=128 model.decoder_hidden=256}
 SET=${SET:-}
 REPEATS=${REPEATS:-5}
+PEER_SEEDS=${PEER_SEEDS:-1,2}
 JSON=${JSON:-benchmarks/results/pareto-cpu.json}
 PLOT=${PLOT:-docs/results/pareto.png}
 ATTNMT=${ATTNMT:-python -m attnmt}
@@ -97,6 +99,6 @@ if [[ " $PHASES " == *" pareto "* ]]; then
     done
     arguments=()
     for system in "${systems[@]}"; do arguments+=(--system "$system"); done
-    python -m benchmarks.pareto "${arguments[@]}" --peer opennmt-py --splits test_2016_flickr,test_2017_flickr \
-        --repeats "$REPEATS" --json "$JSON" --plot "$PLOT"
+    python -m benchmarks.pareto "${arguments[@]}" --peer opennmt-py --peer-seeds "$PEER_SEEDS" \
+        --splits test_2016_flickr,test_2017_flickr --repeats "$REPEATS" --json "$JSON" --plot "$PLOT"
 fi

@@ -342,6 +342,10 @@ def test_pareto_front_and_a_measurement_of_four_configurations(reverse_run, copi
     for bad in ("nothing", "s=a,beam=0", "s=a,slow", "s=a,fast,beam=3"):
         with pytest.raises(argparse.ArgumentTypeError):
             pareto.System.parse(bad)
+    for seeds in ("0", "1,x", ""):  # a usage error before any peer is installed or trained
+        with pytest.raises(SystemExit) as stopped:
+            pareto.main(["--peer", "opennmt-py", "--peer-seeds", seeds])
+        assert stopped.value.code == 2
     out, picture = tmp_path / "pareto.json", tmp_path / "pareto.png"
     systems = [f"greedy={reverse_run},beam=1", f"beam3={reverse_run},beam=3", f"int8={reverse_run},beam=1,int8"]
     systems.append(f"fast={copied_run},fast")  # the preset chooses on valid and writes the run's fast.json
