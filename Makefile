@@ -27,8 +27,15 @@ $(VENV)/.installed-dev: $(VENV)/.installed-base
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 
+# The suite in one process per core, at most 4 (each test runs one torch thread), each test file
+# kept in one process so that its module fixtures (small trained runs) are made once; then the
+# notebook alone, the longest test by far, whose kernel runs torch on every core (run beside
+# other tests, its threads and theirs contend and it runs far slower).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
+
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not notebook"
+	$(PY) -m pytest tests/test_notebook.py -m notebook
 
 # Execute the guided notebook and save it with its outputs (commit the result).
 notebook: $(VENV)/.installed-dev
