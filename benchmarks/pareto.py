@@ -48,6 +48,7 @@ from attnmt.metrics import bleu, tokenized_bleu
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError, describe_machine
 from benchmarks.measure import positive_int, rotated, spread, write_results
+from benchmarks.peers.report import format_spread
 
 WARMUP_SENTENCES = 64
 PEER_SPLIT = "test_2016_flickr"  # the peer benchmark's test2016, under the corpus's own split name
@@ -269,6 +270,34 @@ def plot(results: list[dict], split: str, path: Path) -> Path:
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
+
+
+def pareto_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """The Markdown table of a results file: one row per system, its search and weights, then per
+    split tokenized lowercased BLEU (sacreBLEU beside it on the first split) and the median (range)
+    of generated tokens/s and sentences/s; "-" where a row has no such split (a peer's test2017)."""
+    splits = list(dict.fromkeys(split for result in results["systems"] for split in result["splits"]))
+    header = ["system", "params", "search"]
+    for index, split in enumerate(splits):
+        name = split.removesuffix("_flickr").replace("_", "")
+        header += [f"{name} BLEU tok-lc"] + (["sacreBLEU"] if index == 0 else []) + [f"{name} tok/s", "sent/s"]
+    body = []
+    for result in results["systems"]:
+        search = "greedy" if result["beam"] == 1 else f"beam {result['beam']}"
+        search += ", int8" * result["int8"] + ", shortlist" * result["shortlist"]
+        search += " (words)" if "peer" in result else ""
+        row = [result["system"], f"{result['parameters'] / 1e6:.1f}M", search]
+        for index, split in enumerate(splits):
+            figures = result["splits"].get(split)
+            width = 4 if index == 0 else 3
+            if figures is None:
+                row += ["-"] * width
+                continue
+            row.append(f"{figures['tokenized_bleu']:.2f}")
+            row += [f"{figures['bleu']:.2f}"] if index == 0 else []
+            row += [format_spread(figures["tokens_per_s"]), format_spread(figures["sentences_per_s"])]
+        body.append(row)
+    return header, body
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -359,6 +359,10 @@ def test_pareto_front_and_a_measurement_of_four_configurations(reverse_run, copi
         assert len(test["tokens_per_s"]["values"]) == 2 and test["generated_tokens"] > 0
         assert 0 <= test["tokenized_bleu"] <= 100 + 1e-9
     assert picture.stat().st_size > 0
+    header, body = pareto.pareto_rows(figures)
+    assert header[:4] == ["system", "params", "search", "test BLEU tok-lc"] and len(header) == 7
+    assert [row[2] for row in body[:3]] == ["greedy", "beam 3", "greedy, int8"]
+    assert body[0][3] == f"{figures['systems'][0]['splits']['test']['tokenized_bleu']:.2f}"
     [choice] = json.loads((copied_run / "fast.json").read_text())["choices"]
     preset = figures["systems"][-1]
     chosen = {

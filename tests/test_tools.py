@@ -12,7 +12,7 @@ import torch
 import attnmt.train
 from attnmt.config import ModelConfig
 from attnmt.utils import UserError
-from tools import attention_focus, init_parts, multi30k_table
+from tools import attention_focus, distillation_runs, init_parts, multi30k_table
 
 ROOT = Path(__file__).resolve().parent.parent
 INDEX_ENTRY = "- `"
@@ -179,6 +179,59 @@ def test_multi30k_table_update_replaces_only_the_rows_of_the_evaluations_found(t
     assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(table), "--update"]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and str(table) in error and table.read_text(encoding="utf-8") == '{"entries": 3}'
+
+
+def test_distillation_runs_records_each_run_and_the_distillation_by_folder_names(reverse_run, tmp_path, capsys):
+    from attnmt.checkpoint import read_index, read_meta
+    from attnmt.runlog import read_metrics
+
+    runs = tmp_path / "study"
+    runs.mkdir()
+    for name in ("teacher-s2", "teacher-s1", "student-small"):
+        (runs / name).symlink_to(reverse_run)
+    checkpoint = reverse_run / "checkpoints" / read_index(reverse_run).best
+    record = {  # as attnmt distill writes it: the teachers by their absolute paths
+        "teacher": [str(checkpoint.resolve())] * 2,
+        "search": {"beam_size": 5},
+        "lines_done": 2000,
+        "complete": True,
+        "seconds": 12.5,
+    }
+    (runs / "distilled").mkdir()
+    (runs / "distilled" / "train.distill.json").write_text(json.dumps(record), encoding="utf-8")
+    out = tmp_path / "record.json"
+
+    assert distillation_runs.main([str(runs), "--json", str(out)]) == 0
+    results = json.loads(out.read_text(encoding="utf-8"))
+    recorded = {key: value for key, value in results.items() if key != "command"}  # the command names its folders
+    assert str(tmp_path) not in json.dumps(recorded) and str(reverse_run.parent) not in json.dumps(recorded)
+    assert [(run["run"], run["role"]) for run in results["runs"]] == [
+        ("teacher-s1", "teacher"),
+        ("teacher-s2", "teacher"),
+        ("student-small", "student"),
+    ]
+    teacher = results["runs"][0]
+    last = read_meta(reverse_run / "checkpoints" / read_index(reverse_run).last)
+    assert teacher["steps"] == last["step"] and teacher["minutes"] == last["elapsed"] / 60
+    assert teacher["best"] == {
+        "checkpoint": checkpoint.name,
+        "step": read_meta(checkpoint)["step"],
+        "valid_bleu": read_index(reverse_run).best_score,
+    }
+    rates = sorted(r["tokens_per_s"] for r in read_metrics(reverse_run) if "tokens_per_s" in r)
+    assert rates[0] <= teacher["tokens_per_s"] <= rates[-1]
+    assert results["distillation"]["teachers"] == [f"{reverse_run.name}/{checkpoint.name}"] * 2
+    assert results["distillation"]["seconds"] == 12.5 and results["machine"]["cores"] >= 1
+    header, body = distillation_runs.run_rows(results)
+    assert len(body) == 3 and all(len(row) == len(header) for row in body)
+
+    capsys.readouterr()
+    (runs / "distilled" / "train.distill.json").write_text('{"teacher": [', encoding="utf-8")
+    assert distillation_runs.main([str(runs), "--json", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "train.distill.json" in error and json.loads(out.read_text()) == results
+    assert distillation_runs.main([str(tmp_path / "empty"), "--json", str(out)]) == 2
+    assert "expected teacher-s* and student-* run folders" in capsys.readouterr().err
 
 
 def test_multi30k_table_without_evaluations_is_one_line_and_exit_2(tmp_path, capsys):

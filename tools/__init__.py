@@ -13,6 +13,8 @@ to the modules present):
   align: a few updates with one part drawn differently.
 - `browser`: the attention explorer in headless Chromium, for the docs' screenshots and the
   browser test.
+- `distillation_runs`: the distillation study's training record (teachers, distillation,
+  students), collected from the folder `scripts/distillation.sh` trains in.
 - `data_stats`: `attnmt data stats` over several configs (pairs, lengths, coverage, the padding
   share of the batches), kept as one raw result with the command and machine.
 

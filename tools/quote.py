@@ -50,12 +50,14 @@ from types import ModuleType
 from benchmarks.engines import engine_rows
 from benchmarks.gpu import gpu_rows
 from benchmarks.large_file import large_file_rows
+from benchmarks.pareto import pareto_rows
 from benchmarks.peers.report import quality_rows, speed_rows
 from benchmarks.report import headlines, markdown_table, tables
 from benchmarks.scale import scale_rows
 from benchmarks.serving import serving_rows
 from benchmarks.web import web_rows
 from tools.attention_focus import focus_rows
+from tools.distillation_runs import run_rows
 from tools.init_parts import parts_rows
 from tools.multi30k_table import summary_rows, table_rows
 
@@ -204,6 +206,8 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "engines": lambda results: markdown_table(*engine_rows(results)),
     "large-file": lambda results: markdown_table(*large_file_rows(results)),
     "scale": lambda results: markdown_table(*scale_rows(results)),
+    "pareto": lambda results: markdown_table(*pareto_rows(results)),
+    "distillation-runs": lambda results: markdown_table(*run_rows(results)),
     "multi30k-table": lambda results: markdown_table(*table_rows(results)),
     "multi30k-summary": lambda results: markdown_table(*summary_rows(results)),
     "speed-headlines": lambda results: [f"- {line}" for line in headlines(results)],
