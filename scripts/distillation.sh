@@ -7,20 +7,22 @@
 #
 #   scripts/distillation.sh [RUNS_DIR]              # default runs/distill; rerun to resume
 #
-# Settings from the environment (defaults in brackets): PHASES [teachers distill students
+# Settings from the environment (defaults in brackets): PHASES [teachers distill students record
 # shortlists pareto]; SEEDS [1 2 3] of the teachers; BEAM [5] of the distillation; SMALL
 # ["model.embedding_size=128 model.encoder_hidden=128 model.decoder_hidden=256"], the smaller
 # student's overrides; SET: extra --set overrides for every training run (e.g.
 # "train.max_steps=20" for a smoke test); REPEATS [5] timed passes of the table; PEER_SEEDS [1,2]
 # the seeds of OpenNMT-py's model to choose the best from (each missing one trains 50 minutes); JSON
-# [benchmarks/results/pareto-cpu.json] and PLOT [docs/results/pareto.png], where the table goes.
+# [benchmarks/results/pareto-cpu.json] and PLOT [docs/results/pareto.png], where the table goes;
+# RECORD [docs/results/distillation-runs.json], where the record phase writes the runs' training
+# figures and the distillation's (tools.distillation_runs).
 # Every phase skips what is done: a finished run is not trained again, an interrupted one resumes
 # from its last checkpoint, an interrupted distillation goes on from its last complete chunk.
 # Each student trains within the teacher's budget (the config's 5,200 updates and 50 minutes).
 set -euo pipefail
 
 RUNS=${1:-runs/distill}
-PHASES=${PHASES:-teachers distill students shortlists pareto}
+PHASES=${PHASES:-teachers distill students record shortlists pareto}
 SEEDS=${SEEDS:-1 2 3}
 BEAM=${BEAM:-5}
 SMALL=${SMALL:-model.embedding_size=128 model.encoder_hidden=128 model.decoder_hidden=256}
@@ -29,6 +31,7 @@ REPEATS=${REPEATS:-5}
 PEER_SEEDS=${PEER_SEEDS:-1,2}
 JSON=${JSON:-benchmarks/results/pareto-cpu.json}
 PLOT=${PLOT:-docs/results/pareto.png}
+RECORD=${RECORD:-docs/results/distillation-runs.json}
 ATTNMT=${ATTNMT:-python -m attnmt}
 CONFIG=configs/multi30k-en-de-luong.yaml
 mkdir -p "$RUNS"
@@ -73,6 +76,10 @@ if [[ " $PHASES " == *" students "* ]]; then
     train "$RUNS/student-same" "data.train=$distilled"
     # shellcheck disable=SC2086  # SMALL is a list of overrides
     train "$RUNS/student-small" "data.train=$distilled" $SMALL
+fi
+
+if [[ " $PHASES " == *" record "* ]]; then
+    python -m tools.distillation_runs "$RUNS" --json "$RECORD"
 fi
 
 if [[ " $PHASES " == *" shortlists "* ]]; then
