@@ -27,6 +27,10 @@ words detokenized by attnmt's word tokenizer. Its timing is of the decoding alon
 probe's), and its generated tokens are words where attnmt's runs generate their own tokens
 (BPE pieces, say), so every row also carries sentences per second, the unit that compares
 across tokenizations, and the plot uses it when a peer is in.
+
+`--device cuda` decodes attnmt's systems on a GPU (with the search the device gets by default:
+CUDA graphs where the batch allows them); int8 weights and the peer decode on the CPU only, so
+those are refused there.
 """
 
 from __future__ import annotations
@@ -88,10 +92,10 @@ class System:
             raise argparse.ArgumentTypeError(f"{text!r}: fast chooses the beam, int8 and the shortlist itself")
         return system
 
-    def spec(self) -> ModelSpec:
+    def spec(self, device: str = "cpu") -> ModelSpec:
         if self.fast:
-            return fast_spec(ModelSpec(self.runs, device="cpu"))
-        return ModelSpec(self.runs, device="cpu", quantize="int8" if self.int8 else "none", shortlist=self.shortlist)
+            return fast_spec(ModelSpec(self.runs, device=device))
+        return ModelSpec(self.runs, device=device, quantize="int8" if self.int8 else "none", shortlist=self.shortlist)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -193,10 +197,14 @@ def _peer_scores(row: PeerRow, first: dict) -> dict:
 
 
 def measure(
-    systems: list[System], splits: list[str] | None, repeats: int, peers: list[PeerRow] | None = None
+    systems: list[System],
+    splits: list[str] | None,
+    repeats: int,
+    peers: list[PeerRow] | None = None,
+    device: str = "cpu",
 ) -> list[dict]:
-    """Each system's scores and speed on each split (module docstring)."""
-    specs = {system.name: system.spec() for system in systems}  # the fast preset's, as it chose them
+    """Each system's scores and speed on each split (module docstring), decoded on `device`."""
+    specs = {system.name: system.spec(device) for system in systems}  # the fast preset's, as it chose them
     loaded = {name: load(spec) for name, spec in specs.items()}
     passes: list[tuple[str, str, Callable[[], float]]] = []  # (row, split, one timed pass -> seconds)
     results = {  # runs by their folder's name: a raw result names no machine's paths
@@ -320,9 +328,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the peer's seeds to choose its best model from (default: the peer benchmark's 1,2); "
         "a seed missing from its work folder is trained, 50 minutes",
     )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="decode attnmt's systems here: cpu (default) or cuda[:N] (int8 runs on the CPU only)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the measurements here")
     parser.add_argument("--plot", type=Path, default=None, help="draw BLEU against speed here")
     args = parser.parse_args(argv)
+    if args.peer and args.device != "cpu":
+        parser.error(f"--peer decodes on the CPU (the peer benchmark's harness): use --device cpu, not {args.device!r}")
     names = [system.name for system in args.system]
     if len(set(names)) != len(names):
         parser.error(f"system names must differ, got {names}")
@@ -330,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give at least one --system or --peer")
     try:
         peers = [row for name in args.peer for row in peer_rows(name, args.peer_seeds)]
-        results = measure(args.system, args.splits, args.repeats, peers)
+        results = measure(args.system, args.splits, args.repeats, peers, args.device)
     except UserError as error:
         print(f"benchmarks.pareto: error: {error}", file=sys.stderr)
         return 2
@@ -345,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot(results, first_split, args.plot)
     if args.json:
-        machine = describe_machine(torch.device("cpu"))
+        machine = describe_machine(torch.device(args.device))
         write_results(
             args.json, {"machine": machine, "repeats": args.repeats, "systems": results}, "benchmarks.pareto", argv
         )

@@ -15,7 +15,8 @@
 # the seeds of OpenNMT-py's model to choose the best from (each missing one trains 50 minutes); JSON
 # [benchmarks/results/pareto-cpu.json] and PLOT [docs/results/pareto.png], where the table goes;
 # RECORD [docs/results/distillation-runs.json], where the record phase writes the runs' training
-# figures and the distillation's (tools.distillation_runs).
+# figures and the distillation's (tools.distillation_runs); DEVICE [cpu] where the table decodes:
+# on cuda it leaves out the int8 rows and OpenNMT-py's, which decode on the CPU only.
 # Every phase skips what is done: a finished run is not trained again, an interrupted one resumes
 # from its last checkpoint, an interrupted distillation goes on from its last complete chunk.
 # Each student trains within the teacher's budget (the config's 5,200 updates and 50 minutes).
@@ -32,6 +33,7 @@ PEER_SEEDS=${PEER_SEEDS:-1,2}
 JSON=${JSON:-benchmarks/results/pareto-cpu.json}
 PLOT=${PLOT:-docs/results/pareto.png}
 RECORD=${RECORD:-docs/results/distillation-runs.json}
+DEVICE=${DEVICE:-cpu}
 ATTNMT=${ATTNMT:-python -m attnmt}
 CONFIG=configs/multi30k-en-de-luong.yaml
 mkdir -p "$RUNS"
@@ -91,21 +93,25 @@ fi
 if [[ " $PHASES " == *" pareto "* ]]; then
     best=$(best_teacher)
     ensemble=$(IFS=+; echo "${teachers[*]}")
-    systems=(
-        "ensemble=$ensemble,beam=5"
-        "teacher=$best,beam=5" "teacher-greedy=$best,beam=1" "teacher-int8=$best,beam=5,int8"
-        "teacher-shortlist=$best,beam=5,shortlist" "teacher-int8-shortlist=$best,beam=5,int8,shortlist"
-    )
+    variants=("" ",shortlist")  # int8 (dynamic quantization) and the peer decode on the CPU only
+    peer=()
+    if [[ $DEVICE == cpu ]]; then
+        variants=("" ",int8" ",shortlist" ",int8,shortlist")
+        peer=(--peer opennmt-py --peer-seeds "$PEER_SEEDS")
+    fi
+    systems=("ensemble=$ensemble,beam=5" "teacher=$best,beam=5" "teacher-greedy=$best,beam=1")
+    for variant in "${variants[@]:1}"; do
+        systems+=("teacher${variant//,/-}=$best,beam=5$variant")
+    done
     for student in same small; do
-        run=$RUNS/student-$student
         for beam in 1 5; do
-            systems+=("student-$student-b$beam=$run,beam=$beam" "student-$student-b$beam-int8=$run,beam=$beam,int8")
-            systems+=("student-$student-b$beam-shortlist=$run,beam=$beam,shortlist")
-            systems+=("student-$student-b$beam-int8-shortlist=$run,beam=$beam,int8,shortlist")
+            for variant in "${variants[@]}"; do
+                systems+=("student-$student-b$beam${variant//,/-}=$RUNS/student-$student,beam=$beam$variant")
+            done
         done
     done
     arguments=()
     for system in "${systems[@]}"; do arguments+=(--system "$system"); done
-    python -m benchmarks.pareto "${arguments[@]}" --peer opennmt-py --peer-seeds "$PEER_SEEDS" \
+    python -m benchmarks.pareto "${arguments[@]}" "${peer[@]}" --device "$DEVICE" \
         --splits test_2016_flickr,test_2017_flickr --repeats "$REPEATS" --json "$JSON" --plot "$PLOT"
 fi

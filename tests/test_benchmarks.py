@@ -346,6 +346,12 @@ def test_pareto_front_and_a_measurement_of_four_configurations(reverse_run, copi
         with pytest.raises(SystemExit) as stopped:
             pareto.main(["--peer", "opennmt-py", "--peer-seeds", seeds])
         assert stopped.value.code == 2
+    with pytest.raises(SystemExit) as stopped:  # the peer's harness decodes on the CPU
+        pareto.main(["--peer", "opennmt-py", "--device", "cuda"])
+    assert stopped.value.code == 2
+    int8_elsewhere = ["--system", f"int8={reverse_run},int8", "--device", "cuda", "--json", str(tmp_path / "no.json")]
+    assert pareto.main(int8_elsewhere) == 2  # int8 is the CPU's: one line before anything is measured
+    assert not (tmp_path / "no.json").exists()
     out, picture = tmp_path / "pareto.json", tmp_path / "pareto.png"
     systems = [f"greedy={reverse_run},beam=1", f"beam3={reverse_run},beam=3", f"int8={reverse_run},beam=1,int8"]
     systems.append(f"fast={copied_run},fast")  # the preset chooses on valid and writes the run's fast.json
