@@ -28,6 +28,10 @@ probe's), and its generated tokens are words where attnmt's runs generate their 
 (BPE pieces, say), so every row also carries sentences per second, the unit that compares
 across tokenizations, and the plot uses it when a peer is in.
 
+Each row also counts its models' arithmetic: forward FLOPs per sentence for the outputs it
+made (`benchmarks.flops`; one hypothesis over the full vocabulary, every ensemble member
+counted), the unit that compares models across tokenizations, the peer's included.
+
 `--device cuda` decodes attnmt's systems on a GPU (with the search the device gets by default:
 CUDA graphs where the batch allows them); int8 weights and the peer decode on the CPU only, so
 those are refused there.
@@ -45,12 +49,16 @@ from pathlib import Path
 
 import torch
 
+from attnmt.checkpoint import run_dir_of
+from attnmt.config import load_config
 from attnmt.evaluation import split_examples
 from attnmt.fast import fast_spec
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, tokenized_bleu
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError, describe_machine
+from attnmt.vocab import Vocab
+from benchmarks.flops import flop_rates
 from benchmarks.measure import positive_int, rotated, spread, write_results
 from benchmarks.peers.report import format_spread
 
@@ -109,6 +117,21 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: -points[i][0])
 
 
+def forward_flops_per_sentence(translator, sources: list[str], translations) -> float:
+    """The models' forward FLOPs per sentence for these outputs (`benchmarks.flops`): one
+    hypothesis each over the full target vocabulary, every ensemble member counted, so the
+    arithmetic of the models apart from the search (a beam of K runs up to K hypotheses a step)
+    and from a shortlist's smaller output layer."""
+    src_lengths = [len(translator.codec.encode_source(source)) for source in sources]
+    tgt_lengths = [len(translation.tokens) + 1 for translation in translations]  # + EOS
+    total = 0
+    for checkpoint in translator.members:
+        run_dir = run_dir_of(checkpoint)
+        rates = flop_rates(load_config(run_dir / "config.yaml").model, len(Vocab.load(run_dir / "tgt.vocab.json")))
+        total += rates.forward(src_lengths, tgt_lengths)
+    return total / len(sources)
+
+
 def _scores(translator, examples, translations) -> dict:
     data = translator.config.data
     hypotheses = [translation.text for translation in translations]
@@ -121,6 +144,9 @@ def _scores(translator, examples, translations) -> dict:
         ).score,
         "generated_tokens": sum(len(translation.tokens) + 1 for translation in translations),
         "sentences": len(translations),
+        "forward_flops_per_sentence": forward_flops_per_sentence(
+            translator, [example.src for example in examples], translations
+        ),
     }
 
 
@@ -180,10 +206,20 @@ def peer_rows(name: str, seeds: tuple[int, ...] = (1, 2), beams: tuple[int, ...]
 
 def _peer_scores(row: PeerRow, first: dict) -> dict:
     """A peer row's scores from its first pass, as `_scores` gives attnmt's: sacreBLEU on its
-    words and on the references' words, both detokenized by attnmt's word tokenizer."""
+    words and on the references' words, both detokenized by attnmt's word tokenizer, and its
+    model's forward FLOPs per sentence for its outputs, counted as attnmt's
+    (`benchmarks.peers.arithmetic`'s shapes and vocabulary)."""
+    from benchmarks.peers.arithmetic import target_vocabulary_size
+
     setup = row.harness.setup
     words = WordTokenizer(setup.tgt_lang, lowercase=True)
     references = setup.file("test2016", setup.tgt_lang).read_text(encoding="utf-8").splitlines()
+    sources = setup.file("test2016", setup.src_lang).read_text(encoding="utf-8").splitlines()
+    rates = flop_rates(row.system.arithmetic_shapes(setup), target_vocabulary_size(setup))
+    forward = rates.forward(
+        [len(line.split()) + row.system.source_extra_tokens for line in sources],
+        [len(line.split()) + 1 for line in first["lines"]],  # + EOS
+    )
     return {
         "bleu": bleu(
             [words.detokenize(line.split()) for line in first["lines"]],
@@ -193,6 +229,7 @@ def _peer_scores(row: PeerRow, first: dict) -> dict:
         "tokenized_bleu": first["bleu_tok_lc"],
         "generated_tokens": first["generated_tokens"],
         "sentences": first["sentences"],
+        "forward_flops_per_sentence": forward / first["sentences"],
     }
 
 
@@ -283,9 +320,12 @@ def plot(results: list[dict], split: str, path: Path) -> Path:
 def pareto_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     """The Markdown table of a results file: one row per system, its search and weights, then per
     split tokenized lowercased BLEU (sacreBLEU beside it on the first split) and the median (range)
-    of generated tokens/s and sentences/s; "-" where a row has no such split (a peer's test2017)."""
+    of generated tokens/s and sentences/s; "-" where a row has no such split (a peer's test2017).
+    The models' forward MFLOP per sentence on the first split follows the parameters, where the
+    results hold it."""
     splits = list(dict.fromkeys(split for result in results["systems"] for split in result["splits"]))
-    header = ["system", "params", "search"]
+    arithmetic = all("forward_flops_per_sentence" in next(iter(r["splits"].values())) for r in results["systems"])
+    header = ["system", "params"] + ["MFLOP/sent"] * arithmetic + ["search"]
     for index, split in enumerate(splits):
         name = split.removesuffix("_flickr").replace("_", "")
         header += [f"{name} BLEU tok-lc"] + (["sacreBLEU"] if index == 0 else []) + [f"{name} tok/s", "sent/s"]
@@ -294,7 +334,10 @@ def pareto_rows(results: dict) -> tuple[list[str], list[list[str]]]:
         search = "greedy" if result["beam"] == 1 else f"beam {result['beam']}"
         search += ", int8" * result["int8"] + ", shortlist" * result["shortlist"]
         search += " (words)" if "peer" in result else ""
-        row = [result["system"], f"{result['parameters'] / 1e6:.1f}M", search]
+        row = [result["system"], f"{result['parameters'] / 1e6:.1f}M"]
+        if arithmetic:
+            row.append(f"{next(iter(result['splits'].values()))['forward_flops_per_sentence'] / 1e6:,.0f}")
+        row.append(search)
         for index, split in enumerate(splits):
             figures = result["splits"].get(split)
             width = 4 if index == 0 else 3

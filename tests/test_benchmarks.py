@@ -355,22 +355,27 @@ def test_pareto_front_and_a_measurement_of_four_configurations(reverse_run, copi
     out, picture = tmp_path / "pareto.json", tmp_path / "pareto.png"
     systems = [f"greedy={reverse_run},beam=1", f"beam3={reverse_run},beam=3", f"int8={reverse_run},beam=1,int8"]
     systems.append(f"fast={copied_run},fast")  # the preset chooses on valid and writes the run's fast.json
+    systems.append(f"twice={reverse_run}+{reverse_run},beam=1")  # an ensemble of one model twice: greedy's outputs
     argv = [arg for system in systems for arg in ("--system", system)]
     assert pareto.main([*argv, "--repeats", "2", "--json", str(out), "--plot", str(picture)]) == 0
     figures = json.loads(out.read_text())
-    assert [system["system"] for system in figures["systems"]] == ["greedy", "beam3", "int8", "fast"]
-    assert all(system["runs"] == [reverse_run.name] for system in figures["systems"])
+    assert [system["system"] for system in figures["systems"]] == ["greedy", "beam3", "int8", "fast", "twice"]
+    assert all(system["runs"] == [reverse_run.name] for system in figures["systems"][:-1])
+    greedy, twice = figures["systems"][0]["splits"]["test"], figures["systems"][-1]["splits"]["test"]
+    assert twice["generated_tokens"] == greedy["generated_tokens"]  # the same outputs, so twice the arithmetic
+    assert twice["forward_flops_per_sentence"] == 2 * greedy["forward_flops_per_sentence"] > 0
     for system in figures["systems"]:
         test = system["splits"]["test"]
         assert len(test["tokens_per_s"]["values"]) == 2 and test["generated_tokens"] > 0
         assert 0 <= test["tokenized_bleu"] <= 100 + 1e-9
     assert picture.stat().st_size > 0
     header, body = pareto.pareto_rows(figures)
-    assert header[:4] == ["system", "params", "search", "test BLEU tok-lc"] and len(header) == 7
-    assert [row[2] for row in body[:3]] == ["greedy", "beam 3", "greedy, int8"]
-    assert body[0][3] == f"{figures['systems'][0]['splits']['test']['tokenized_bleu']:.2f}"
+    assert header[:5] == ["system", "params", "MFLOP/sent", "search", "test BLEU tok-lc"] and len(header) == 8
+    assert [row[3] for row in body[:3]] == ["greedy", "beam 3", "greedy, int8"]
+    assert body[0][4] == f"{greedy['tokenized_bleu']:.2f}"
+    assert body[0][2] == f"{greedy['forward_flops_per_sentence'] / 1e6:,.0f}"
     [choice] = json.loads((copied_run / "fast.json").read_text())["choices"]
-    preset = figures["systems"][-1]
+    preset = figures["systems"][3]
     chosen = {
         "quantize": "int8" if preset["int8"] else "none",
         "shortlist": preset["shortlist"],
