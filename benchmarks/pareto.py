@@ -106,6 +106,11 @@ class System:
         return ModelSpec(self.runs, device=device, quantize="int8" if self.int8 else "none", shortlist=self.shortlist)
 
 
+def seed_list(text: str) -> tuple[int, ...]:
+    """`--peer-seeds`: "1,2" -> (1, 2), each seed once, in the order given."""
+    return tuple(dict.fromkeys(positive_int(seed) for seed in text.split(",")))
+
+
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of the (speed, quality) points no other point beats on both (ties count as not beaten),
     fastest first."""
@@ -365,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--peer-seeds",
-        type=lambda text: tuple(positive_int(seed) for seed in text.split(",")),
+        type=seed_list,
         default=(1, 2),
         metavar="1,2",
         help="the peer's seeds to choose its best model from (default: the peer benchmark's 1,2); "
