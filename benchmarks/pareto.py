@@ -404,14 +404,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{result['system']} ({split}): BLEU {figures['bleu']:.2f}, tokenized {figures['tokenized_bleu']:.2f}, "
                 f"{rate['median']:,.0f} tokens/s ({rate['min']:,.0f}-{rate['max']:,.0f})"
             )
-    first_split = next(iter(results[0]["splits"]))
-    if args.plot:
-        plot(results, first_split, args.plot)
-    if args.json:
+    if args.json:  # before the plot: a tracked plot rewritten first would mark the code dirty
         machine = describe_machine(torch.device(args.device))
         write_results(
             args.json, {"machine": machine, "repeats": args.repeats, "systems": results}, "benchmarks.pareto", argv
         )
+    if args.plot:
+        plot(results, next(iter(results[0]["splits"])), args.plot)
     return 0
 
 
