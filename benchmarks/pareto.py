@@ -106,6 +106,11 @@ class System:
         return ModelSpec(self.runs, device=device, quantize="int8" if self.int8 else "none", shortlist=self.shortlist)
 
 
+def seed_list(text: str) -> tuple[int, ...]:
+    """`--peer-seeds`: "1,2" -> (1, 2), each seed once, in the order given."""
+    return tuple(dict.fromkeys(positive_int(seed) for seed in text.split(",")))
+
+
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of the (speed, quality) points no other point beats on both (ties count as not beaten),
     fastest first."""
@@ -365,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--peer-seeds",
-        type=lambda text: tuple(positive_int(seed) for seed in text.split(",")),
+        type=seed_list,
         default=(1, 2),
         metavar="1,2",
         help="the peer's seeds to choose its best model from (default: the peer benchmark's 1,2); "
@@ -399,14 +404,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{result['system']} ({split}): BLEU {figures['bleu']:.2f}, tokenized {figures['tokenized_bleu']:.2f}, "
                 f"{rate['median']:,.0f} tokens/s ({rate['min']:,.0f}-{rate['max']:,.0f})"
             )
-    first_split = next(iter(results[0]["splits"]))
-    if args.plot:
-        plot(results, first_split, args.plot)
-    if args.json:
+    if args.json:  # before the plot: a tracked plot rewritten first would mark the code dirty
         machine = describe_machine(torch.device(args.device))
         write_results(
             args.json, {"machine": machine, "repeats": args.repeats, "systems": results}, "benchmarks.pareto", argv
         )
+    if args.plot:
+        plot(results, next(iter(results[0]["splits"])), args.plot)
     return 0
 
 

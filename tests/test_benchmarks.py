@@ -342,6 +342,7 @@ def test_pareto_front_and_a_measurement_of_four_configurations(reverse_run, copi
     for bad in ("nothing", "s=a,beam=0", "s=a,slow", "s=a,fast,beam=3"):
         with pytest.raises(argparse.ArgumentTypeError):
             pareto.System.parse(bad)
+    assert pareto.seed_list("2,1,2") == (2, 1)  # a seed named twice is raced and read once
     for seeds in ("0", "1,x", ""):  # a usage error before any peer is installed or trained
         with pytest.raises(SystemExit) as stopped:
             pareto.main(["--peer", "opennmt-py", "--peer-seeds", seeds])
