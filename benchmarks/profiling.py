@@ -10,7 +10,8 @@ labelled regions) and torch's operator table sorted by self CPU time. `--decode`
 `attnmt.search.decode_all` on the run's test split (in the batches its `decode` config sets, as
 `attnmt translate` does, after one untimed batch of 64). `--json FILE` writes each operator's
 share of the self CPU time (median and range over `--repeats` profiled passes) and the matrix
-products' share together: the raw result behind the profile figures in the docs.
+products' share together, and with `--shapes` the products grouped by shape (the output layer's
+share and GFLOP/s among them): the raw result behind the profile figures in the docs.
 """
 
 from __future__ import annotations
@@ -95,9 +96,10 @@ def _product(event) -> tuple[int, tuple[int, ...]] | None:
     return None
 
 
-def product_summary(profiler, batch_sentences: int, vocab_size: int) -> str:
-    """Matrix products grouped by shape: with a side of at most one batch of sentences (per-step
-    work and its gradients), touching the output vocabulary, batched (bmm), other; share and GFLOP/s."""
+def product_groups(profiler, batch_sentences: int, vocab_size: int) -> dict[str, dict[str, float]]:
+    """Matrix products grouped by shape: touching the output vocabulary (the output layer), with
+    a side of at most one batch of sentences (per-step work and its gradients), batched (bmm),
+    other; each group's share of the self CPU time, GFLOP and GFLOP/s."""
     total = sum(event.self_cpu_time_total for event in profiler.key_averages())
     groups: dict[str, list[float]] = {}
     for event in profiler.key_averages(group_by_input_shape=True):
@@ -116,13 +118,17 @@ def product_summary(profiler, batch_sentences: int, vocab_size: int) -> str:
         seconds_and_flops = groups.setdefault(group, [0.0, 0.0])
         seconds_and_flops[0] += event.self_cpu_time_total / 1e6
         seconds_and_flops[1] += flops * event.count
-    lines = []
-    for group, (seconds, flops) in sorted(groups.items(), key=lambda item: -item[1][0]):
-        share = seconds * 1e6 / total
-        lines.append(
-            f"{group:<28} {share:6.1%} of the time  {flops / 1e9:7.1f} GFLOP  {flops / 1e9 / seconds:6.1f} GFLOP/s"
-        )
-    return "\n".join(lines)
+    return {
+        group: {"share": seconds * 1e6 / total, "gflop": flops / 1e9, "gflop_per_s": flops / 1e9 / max(seconds, 1e-9)}
+        for group, (seconds, flops) in sorted(groups.items(), key=lambda item: -item[1][0])
+    }
+
+
+def product_summary(groups: dict[str, dict[str, float]]) -> str:
+    return "\n".join(
+        f"{group:<28} {g['share']:6.1%} of the time  {g['gflop']:7.1f} GFLOP  {g['gflop_per_s']:6.1f} GFLOP/s"
+        for group, g in groups.items()
+    )
 
 
 def operator_shares(profiler) -> dict[str, float]:
@@ -132,14 +138,25 @@ def operator_shares(profiler) -> dict[str, float]:
     return {event.key: event.self_cpu_time_total / total for event in events}
 
 
-def share_summary(passes: list[dict[str, float]], rows: int) -> dict:
+def share_summary(passes: list[dict[str, float]], rows: int, grouped: list[dict] | None = None) -> dict:
     """Repeated profiles' operator shares as median and range: the matrix products together, then
-    the `rows` operators with the largest median share (an operator a pass did not record: 0)."""
+    the `rows` operators with the largest median share (an operator a pass did not record: 0);
+    with `grouped` (each pass's `product_groups`), each group's share and GFLOP/s likewise."""
     names = {name for shares in passes for name in shares}
     by_name = {name: spread([shares.get(name, 0.0) for shares in passes]) for name in names}
     largest = sorted(names, key=lambda name: -by_name[name]["median"])[:rows]
     products = spread([sum(shares.get(name, 0.0) for name in PRODUCTS) for shares in passes])
-    return {"matrix_products": products, "operators": [{"name": name, "share": by_name[name]} for name in largest]}
+    summary = {"matrix_products": products, "operators": [{"name": name, "share": by_name[name]} for name in largest]}
+    if grouped:
+        groups = dict.fromkeys(group for groups in grouped for group in groups)
+        summary["product_groups"] = {
+            group: {
+                key: spread([groups.get(group, {}).get(key, 0.0) for groups in grouped])
+                for key in ("share", "gflop_per_s")
+            }
+            for group in groups
+        }
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         subject = {"config": args.config, "model": args.model, "steps": args.steps}
         title = f"{args.model} {args.config}, {args.steps} steps, {torch.get_num_threads()} threads"
-    passes = []
+    passes, grouped = [], []  # each pass's operator shares, and its product groups (--shapes)
     try:
         for _ in range(args.repeats):
             if args.decode:
@@ -179,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                     args.config, args.model, args.steps, device, args.data_dir, args.shapes
                 )
             passes.append(operator_shares(profiler))
+            if args.shapes:
+                grouped.append(product_groups(profiler, speed.Options.batch_sentences, vocab_size))
     except UserError as error:
         print(f"benchmarks.profiling: error: {error}", file=sys.stderr)
         return 2
@@ -187,11 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         print(phase_summary(profiler))
     print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
     if args.shapes:
-        print(product_summary(profiler, speed.Options.batch_sentences, vocab_size))
+        print(product_summary(grouped[-1]))
         by_shape = profiler.key_averages(group_by_input_shape=True)
         print(by_shape.table(sort_by="self_cpu_time_total", row_limit=args.rows, max_name_column_width=30))
     if args.json:
-        summary = share_summary(passes, args.rows)
+        summary = share_summary(passes, args.rows, grouped)
         results = {"machine": describe_machine(device), **subject, "repeats": args.repeats, **summary}
         write_results(args.json, results, "benchmarks.profiling", argv)
         products = summary["matrix_products"]

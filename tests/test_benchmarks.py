@@ -259,8 +259,14 @@ def test_profiling_a_decode_writes_its_raw_result(reverse_run, tmp_path, capsys)
     from benchmarks import profiling
 
     out = tmp_path / "profile.json"
-    assert profiling.main(["--decode", str(reverse_run), "--beam", "2", "--repeats", "2", "--json", str(out)]) == 0
+    argv = ["--decode", str(reverse_run), "--beam", "2", "--repeats", "2", "--shapes", "--json", str(out)]
+    assert profiling.main(argv) == 0
     result = json.loads(out.read_text())
+    groups = result["product_groups"]  # the products by shape: together, the products' share in each pass
+    assert any(group.startswith("output layer") for group in groups)
+    for index, products in enumerate(result["matrix_products"]["values"]):
+        assert sum(group["share"]["values"][index] for group in groups.values()) == pytest.approx(products)
+    assert all(group["gflop_per_s"]["median"] > 0 for group in groups.values())
     assert result["command"].startswith("python -m benchmarks.profiling --decode")
     assert result["beam_size"] == 2 and result["repeats"] == 2 and result["machine"]["cores"] >= 1
     shares = [row["share"] for row in result["operators"]]
