@@ -147,14 +147,14 @@ def share_summary(passes: list[dict[str, float]], rows: int, grouped: list[dict]
     largest = sorted(names, key=lambda name: -by_name[name]["median"])[:rows]
     products = spread([sum(shares.get(name, 0.0) for name in PRODUCTS) for shares in passes])
     summary = {"matrix_products": products, "operators": [{"name": name, "share": by_name[name]} for name in largest]}
-    if grouped:
-        groups = dict.fromkeys(group for groups in grouped for group in groups)
+    if grouped:  # a group a pass did not record: 0
+        names = dict.fromkeys(name for groups in grouped for name in groups)
         summary["product_groups"] = {
-            group: {
-                key: spread([groups.get(group, {}).get(key, 0.0) for groups in grouped])
+            name: {
+                key: spread([groups.get(name, {}).get(key, 0.0) for groups in grouped])
                 for key in ("share", "gflop_per_s")
             }
-            for group in groups
+            for name in names
         }
     return summary
 

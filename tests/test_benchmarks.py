@@ -338,7 +338,7 @@ def test_steering_draws_disjoint_reference_phrases_and_keeps_its_promise(reverse
     assert all(setting["begins_with_prefix"] == 1.0 for setting in figures["prefixes"].values())
 
 
-def test_pareto_front_and_a_measurement_of_four_configurations(reverse_run, copied_run, tmp_path):
+def test_pareto_front_and_a_measurement_of_five_configurations(reverse_run, copied_run, tmp_path):
     import argparse
 
     from benchmarks import pareto
