@@ -52,6 +52,7 @@ import torch
 from attnmt.checkpoint import run_dir_of
 from attnmt.config import load_config
 from attnmt.evaluation import split_examples
+from attnmt.export import is_export
 from attnmt.fast import fast_spec
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, tokenized_bleu
@@ -130,9 +131,9 @@ def forward_flops_per_sentence(translator, sources: list[str], translations) -> 
     src_lengths = [len(translator.codec.encode_source(source)) for source in sources]
     tgt_lengths = [len(translation.tokens) + 1 for translation in translations]  # + EOS
     total = 0
-    for checkpoint in translator.members:
-        run_dir = run_dir_of(checkpoint)
-        rates = flop_rates(load_config(run_dir / "config.yaml").model, len(Vocab.load(run_dir / "tgt.vocab.json")))
+    for checkpoint in translator.members:  # a checkpoint folder, or an export holding its config and vocabularies
+        folder = checkpoint if is_export(checkpoint) else run_dir_of(checkpoint)
+        rates = flop_rates(load_config(folder / "config.yaml").model, len(Vocab.load(folder / "tgt.vocab.json")))
         total += rates.forward(src_lengths, tgt_lengths)
     return total / len(sources)
 
@@ -214,17 +215,14 @@ def _peer_scores(row: PeerRow, first: dict) -> dict:
     words and on the references' words, both detokenized by attnmt's word tokenizer, and its
     model's forward FLOPs per sentence for its outputs, counted as attnmt's
     (`benchmarks.peers.arithmetic`'s shapes and vocabulary)."""
-    from benchmarks.peers.arithmetic import target_vocabulary_size
+    from benchmarks.peers.arithmetic import target_vocabulary_size, token_lengths
 
     setup = row.harness.setup
     words = WordTokenizer(setup.tgt_lang, lowercase=True)
     references = setup.file("test2016", setup.tgt_lang).read_text(encoding="utf-8").splitlines()
     sources = setup.file("test2016", setup.src_lang).read_text(encoding="utf-8").splitlines()
     rates = flop_rates(row.system.arithmetic_shapes(setup), target_vocabulary_size(setup))
-    forward = rates.forward(
-        [len(line.split()) + row.system.source_extra_tokens for line in sources],
-        [len(line.split()) + 1 for line in first["lines"]],  # + EOS
-    )
+    forward = rates.forward(*token_lengths(row.system, sources, first["lines"]))
     return {
         "bleu": bleu(
             [words.detokenize(line.split()) for line in first["lines"]],

@@ -41,6 +41,14 @@ def target_vocabulary_size(setup: Setup) -> int:
     return sum(1 for count in counts.values() if count >= setup.min_freq) + SPECIAL_TOKENS
 
 
+def token_lengths(system: PeerSystem, sources: list[str], targets: list[str]) -> tuple[list[int], list[int]]:
+    """The lengths `benchmarks.flops` counts for lines of word tokens: each source with the tokens
+    the system appends to it, each target with its EOS."""
+    return [len(line.split()) + system.source_extra_tokens for line in sources], [
+        len(line.split()) + 1 for line in targets
+    ]
+
+
 def arithmetic(system: PeerSystem, setup: Setup) -> dict:
     """Forward and training FLOPs per target token of `system`'s model on the training split."""
     shapes = system.arithmetic_shapes(setup)
@@ -48,8 +56,7 @@ def arithmetic(system: PeerSystem, setup: Setup) -> dict:
     rates = flop_rates(shapes, vocabulary)
     sources = setup.file("train", setup.src_lang).read_text(encoding="utf-8").splitlines()
     targets = setup.file("train", setup.tgt_lang).read_text(encoding="utf-8").splitlines()
-    src_lengths = [len(line.split()) + system.source_extra_tokens for line in sources]
-    tgt_lengths = [len(line.split()) + 1 for line in targets]  # + EOS
+    src_lengths, tgt_lengths = token_lengths(system, sources, targets)
     forward = rates.forward(src_lengths, tgt_lengths) / sum(tgt_lengths)
     return {
         "forward_flops_per_target_token": round(forward),
