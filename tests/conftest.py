@@ -1,7 +1,10 @@
 """Shared test settings and fixtures."""
 
 import dataclasses
+import fcntl
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -113,22 +116,43 @@ def dot_reverse_run(tmp_path_factory) -> Path:
     return run_dir
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name`, filled by `build(folder)` once per pytest session: under pytest-xdist
+    the first worker to ask builds it while the others wait on a lock, then all read it. A
+    session-scoped fixture alone is built again by every worker, and again whenever the workers'
+    test order switches its parameter. The folder must be read only to its users."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "built-once"
+    root.mkdir(exist_ok=True)
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if `build` fails
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed part way
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session", params=["bahdanau-additive", "luong-general-2-layers-lstm"])
 def tiny(request, tmp_path_factory):
     """A tiny reverse-task run of one decoder (40 steps) with a shortlist of the specials and one
     token (`tiny / "run"`), and its export, made after the shortlist (`tiny / "export"`): what
-    the shortlist and steering tests decode with every engine. Read only."""
+    the shortlist and steering tests decode with every engine, built once a session. Read only."""
+    return built_once(tmp_path_factory, f"tiny-{request.param}", lambda folder: _build_tiny(folder, request.param))
+
+
+def _build_tiny(folder: Path, name: str) -> None:
     from attnmt.export import export_onnx
     from attnmt.loading import ModelSpec, load
     from attnmt.shortlist import Shortlist, save, vocab_digest
     from tests.test_export import MODELS, train_tiny
 
-    folder = tmp_path_factory.mktemp(request.param)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ATTNMT_CACHE", str(folder / "cache"))
-        train_tiny(folder / "run", MODELS[request.param])
+        train_tiny(folder / "run", MODELS[name])
     codec = load(ModelSpec(folder / "run", device="cpu")).codec
     digests = vocab_digest(codec.src_vocab), vocab_digest(codec.tgt_vocab)
     save(Shortlist(torch.full((len(codec.src_vocab), 1), -1), torch.tensor([4]), *digests), folder / "run")
     export_onnx(folder / "run", folder / "export")
-    return folder
