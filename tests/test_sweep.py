@@ -376,13 +376,13 @@ def test_two_workers_on_postgresql_survive_a_killed_worker_and_match_sqlite(tmp_
     states = Store(postgresql_url).load(plan.name).get_trials()
     done = [t for t in states if t.state.name == "COMPLETE"]
     assert len(done) == 6 and len({t.user_attrs["key"] for t in done}) == 6  # each grid point once
-    retries = [t for t in done if t.user_attrs.get("retry_of") == killed.number]
-    # Seen once in many runs: the killed trial's config completed by a trial that is not its
-    # retry. The whole study and the sweep's output say how, should it happen again.
-    assert len(retries) == 1, (killed.number, [(t.number, t.state.name, t.user_attrs) for t in states], out[-3000:])
-    [retry] = retries
-    assert retry.user_attrs["key"] == killed.user_attrs["key"] and "resuming" in out
-    records = read_metrics(plan.sweep_dir / retry.user_attrs["run_dir"])
+    # The killed config is finished by its retry, or by a copy of it that was already waiting:
+    # without a claim lock (PostgreSQL) both workers may enqueue every config at the start, and a
+    # later copy is dropped as a duplicate when claimed unless its earlier twin was retired first;
+    # then the copy stands in and the retry is the duplicate. Either resumes the killed run.
+    [finished] = [t for t in done if t.user_attrs["key"] == killed.user_attrs["key"]]
+    assert finished.number > killed.number and "resuming" in out
+    records = read_metrics(plan.sweep_dir / finished.user_attrs["run_dir"])
     assert [r["step"] for r in records if "valid_bleu" in r] == [10, 20]  # resumed at 10, not retrained
     sqlite_spec = write_sweep(tmp_path, {"grid": grid}, name="sqlite")
     assert run_sweep(sqlite_spec, threads=1, say=quiet) == {"complete": 6}
