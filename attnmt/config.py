@@ -100,6 +100,23 @@ class ModelConfig(_Section):
         "tanh", description="decoder start: tanh(W h_final + b), h_final itself (needs equal sizes), or zeros"
     )
     tie_embeddings: bool = False
+    tie_source_embeddings: bool = Field(
+        False,
+        description="the encoder reads the decoder's embedding matrix (needs data.shared_vocab); with "
+        "tie_embeddings, one matrix serves source, target and output (three-way tying)",
+    )
+    word_dropout: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="in training, each source and target input token's whole embedding is zeroed with this "
+        "probability (the rest scaled by 1/(1-p)), on top of dropout",
+    )
+    feed_dropout: bool = Field(
+        False,
+        description="luong with input feeding: the next step is fed the attentional vector after dropout "
+        "(as OpenNMT-py does); false: before it",
+    )
     # uniform: every decoder and score learned from it on Multi30k. Glorot (`xavier`) starts the
     # output layer at a range that shrinks with the vocabulary; from it the Luong decoder learned
     # next to nothing in 500 updates, its attention on the first source position with the dot
@@ -117,6 +134,12 @@ class ModelConfig(_Section):
                 f"bridge copy starts the decoder from the encoder's final state, so decoder_hidden must be "
                 f"{keys} (encoder_hidden x directions), got {self.decoder_hidden}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _feed_dropout_needs_feeding(self) -> ModelConfig:
+        if self.feed_dropout and not (self.decoder == "luong" and self.input_feeding):
+            raise ValueError("feed_dropout applies to the luong decoder with input_feeding: true only")
         return self
 
 
@@ -141,6 +164,16 @@ class TrainConfig(_Section):
     max_minutes: float | None = Field(None, gt=0.0)
     clip_grad_norm: float | None = Field(1.0, gt=0.0)
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
+    smooth_eos: bool = Field(
+        True,
+        description="label smoothing covers </s> too; false: a </s> target keeps its one-hot target and "
+        "no other target's smoothing mass goes to </s>",
+    )
+    loss_normalization: Literal["tokens", "tokens_without_eos", "sentences"] = Field(
+        "tokens",
+        description="the summed loss of a batch is divided by its target tokens with </s> (tokens), "
+        "without </s> (OpenNMT-py's count), or by its sentences",
+    )
     teacher_forcing: float = Field(1.0, ge=0.0, le=1.0)
     teacher_forcing_schedule: Literal["constant", "linear", "inverse_sigmoid"] = "constant"
     teacher_forcing_min: float = Field(0.0, ge=0.0, le=1.0)
@@ -197,6 +230,14 @@ class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     decode: DecodeConfig = Field(default_factory=DecodeConfig)
+
+    @model_validator(mode="after")
+    def _tied_source_needs_one_vocabulary(self) -> Config:
+        if self.model.tie_source_embeddings and not self.data.shared_vocab:
+            raise ValueError(
+                "model.tie_source_embeddings needs data.shared_vocab: true (one vocabulary for both languages)"
+            )
+        return self
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnmt.dropout import WordDropout
 from attnmt.vocab import PAD
 
 
@@ -262,6 +263,7 @@ class BahdanauDecoder(nn.Module):
         bridge: Bridge,
         memory_size: int,
         dropout: float = 0.0,
+        word_dropout: float = 0.0,
         tie_embeddings: bool = False,
         padding_idx: int = PAD,
     ):
@@ -269,6 +271,7 @@ class BahdanauDecoder(nn.Module):
         self.embedding_size, self.hidden_size = embedding_size, hidden_size
         self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=padding_idx)
         self.dropout = nn.Dropout(dropout)
+        self.word_dropout = WordDropout(word_dropout)
         self.bridge = bridge
         self.attention = attention
         self.rnn = _make_rnn(rnn, embedding_size + memory_size, hidden_size, num_layers, dropout)
@@ -302,7 +305,7 @@ class BahdanauDecoder(nn.Module):
         """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S)); with
         `vocabulary` (V',) target ids, the logits (B, V') of those only."""
         assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
-        embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
+        embedded = self.dropout(self.word_dropout(self.embedding(prev_tokens)))  # (B, E)
         embedding_weight, context_weight = _split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, G)
         state, context, weights = self._recur(input_gates, context_weight, state, source)
@@ -314,7 +317,7 @@ class BahdanauDecoder(nn.Module):
             return _sampled_forward(
                 self, tgt_in, state, source, teacher_forcing_ratio=teacher_forcing_ratio, generator=generator
             )
-        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        embedded = self.dropout(self.word_dropout(self.embedding(tgt_in)))  # (B, T, E)
         steps = tgt_in.shape[1]
         if not self.attention.attends:  # a fixed context: no recurrence through attention
             contexts, weights = self.attention.every_step(source.projected_keys, source.mask, steps)  # (B, T, H_k)
@@ -342,7 +345,8 @@ class LuongDecoder(nn.Module):
         logits_t = W_out P dropout(h~_t) + b_out     (B, V)
 
     P (E x H) exists only when the output matrix is tied to the target embedding and H != E;
-    otherwise W_out reads h~_t directly. The fed vector h~_{t-1} is taken before dropout.
+    otherwise W_out reads h~_t directly. The fed vector h~_{t-1} is taken before dropout, or with
+    `feed_dropout` after it (the same dropped vector the output layer reads, as in OpenNMT-py).
     Without input feeding no step depends on attention, so teacher-forced training runs the RNN
     over the whole target in one call and attends for all steps at once.
     """
@@ -359,14 +363,20 @@ class LuongDecoder(nn.Module):
         bridge: Bridge,
         memory_size: int,
         input_feeding: bool = True,
+        feed_dropout: bool = False,
         dropout: float = 0.0,
+        word_dropout: float = 0.0,
         tie_embeddings: bool = False,
         padding_idx: int = PAD,
     ):
         super().__init__()
+        if feed_dropout and not input_feeding:
+            raise ValueError("feed_dropout needs input_feeding: nothing is fed without it")
         self.embedding_size, self.hidden_size, self.input_feeding = embedding_size, hidden_size, input_feeding
+        self.feed_dropout = feed_dropout
         self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=padding_idx)
         self.dropout = nn.Dropout(dropout)
+        self.word_dropout = WordDropout(word_dropout)
         self.bridge = bridge
         self.attention = attention
         rnn_input = embedding_size + (hidden_size if input_feeding else 0)
@@ -395,11 +405,14 @@ class LuongDecoder(nn.Module):
             input_gates = input_gates + F.linear(state.feed, feed_weight)
         hidden, cell = _rnn_step(self.rnn, input_gates, state.hidden, state.cell)
         attentional, weights = self._attend(hidden[-1], source)
+        if self.feed_dropout:  # the one dropped vector feeds both the output layer and the next step
+            attentional = self.dropout(attentional)
         return DecoderState(hidden, cell, attentional if self.input_feeding else None), attentional, weights
 
     def _readout(self, attentional: torch.Tensor, vocabulary: torch.Tensor | None = None) -> torch.Tensor:
         """h~ (B, [T,] H) -> logits (B, [T,] V), or (B, [T,] V') of the target ids `vocabulary` (V',) only."""
-        attentional = self.dropout(attentional)
+        if not self.feed_dropout:  # with it, `_recur` dropped the vector already
+            attentional = self.dropout(attentional)
         if self.to_embedding is not None:
             attentional = self.to_embedding(attentional)  # (B, [T,] E)
         return output_logits(self.output, attentional, vocabulary)
@@ -408,7 +421,7 @@ class LuongDecoder(nn.Module):
         """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S)); with
         `vocabulary` (V',) target ids, the logits (B, V') of those only."""
         assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
-        embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
+        embedded = self.dropout(self.word_dropout(self.embedding(prev_tokens)))  # (B, E)
         embedding_weight, feed_weight = _split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, G)
         state, attentional, weights = self._recur(input_gates, feed_weight, state, source)
@@ -420,7 +433,7 @@ class LuongDecoder(nn.Module):
             return _sampled_forward(
                 self, tgt_in, state, source, teacher_forcing_ratio=teacher_forcing_ratio, generator=generator
             )
-        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        embedded = self.dropout(self.word_dropout(self.embedding(tgt_in)))  # (B, T, E)
         if not self.input_feeding:
             tops = _full_sequence(self.rnn, embedded, state)  # (B, T, H), one call
             attentional, weights = self._attend(tops, source)  # (B, T, H), (B, T, S)

@@ -11,13 +11,15 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from attnmt.dropout import WordDropout
+
 
 class Encoder(nn.Module):
     """Embedding (V, E) + GRU/LSTM with `hidden_size` H per direction.
 
     Output size H_enc = H * directions: each annotation is [h_forward_j; h_backward_j]
     (Bahdanau et al. 2015, eq. 7 in the appendix's notation). Dropout is applied to the
-    embeddings and between RNN layers.
+    embeddings and between RNN layers; word dropout (whole tokens) to the embeddings before it.
     """
 
     def __init__(
@@ -30,6 +32,7 @@ class Encoder(nn.Module):
         bidirectional: bool = True,
         rnn: str = "gru",
         dropout: float = 0.0,
+        word_dropout: float = 0.0,
         padding_idx: int = 0,
     ):
         super().__init__()
@@ -37,6 +40,7 @@ class Encoder(nn.Module):
             raise ValueError(f"unknown rnn {rnn!r}; expected gru or lstm")
         self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=padding_idx)
         self.dropout = nn.Dropout(dropout)
+        self.word_dropout = WordDropout(word_dropout)
         rnn_class = nn.GRU if rnn == "gru" else nn.LSTM
         self.rnn = rnn_class(
             embedding_size,
@@ -63,7 +67,7 @@ class Encoder(nn.Module):
             f"src {tuple(src.shape)}, src_lengths {tuple(src_lengths.shape)}"
         )
         batch_size, src_len = src.shape
-        embedded = self.dropout(self.embedding(src))  # (B, S, E)
+        embedded = self.dropout(self.word_dropout(self.embedding(src)))  # (B, S, E)
         # pack needs the lengths on the CPU: one host sync per batch, outside any step loop
         packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         packed_memory, final = self.rnn(packed)

@@ -64,6 +64,7 @@ class Evaluation:
             "bleu": self.bleu.score,
             "bleu_signature": self.bleu.signature,
             "bleu_detail": self.bleu.detail,
+            "length_ratio": self.bleu.length_ratio,
             "chrf": self.chrf.score,
             "chrf_signature": self.chrf.signature,
             "tokenized_bleu": self.tokenized_bleu.score,

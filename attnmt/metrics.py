@@ -32,6 +32,7 @@ class Score:
     score: float
     signature: str
     detail: str
+    length_ratio: float | None = None  # BLEU only: hypothesis length / reference length (sacreBLEU's)
 
     def __str__(self) -> str:
         return f"{self.name} {self.score:.2f} ({self.signature})"
@@ -58,7 +59,8 @@ def bleu(hypotheses: Sequence[str], references: References, lowercase: bool = Fa
     _check(hypotheses, references)
     metric = BLEU(lowercase=lowercase)
     result = metric.corpus_score(list(hypotheses), reference_streams(references))
-    return Score("BLEU", result.score, str(metric.get_signature()), str(result))
+    ratio = result.sys_len / result.ref_len if result.ref_len else None
+    return Score("BLEU", result.score, str(metric.get_signature()), str(result), ratio)
 
 
 def chrf(hypotheses: Sequence[str], references: References, lowercase: bool = False) -> Score:

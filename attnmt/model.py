@@ -92,6 +92,8 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     (encoder_hidden x directions), its queries the decoder's top layer (decoder_hidden);
     additive attention's size defaults to decoder_hidden. `input_feeding` applies to the Luong
     decoder only; the Bahdanau decoder feeds the context it attends to by construction.
+    `tie_source_embeddings` makes the encoder read the decoder's embedding matrix (one shared
+    vocabulary); with `tie_embeddings` too, one matrix is source, target and output embedding.
     """
     encoder = Encoder(
         vocab_size=src_vocab_size,
@@ -101,6 +103,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
         bidirectional=cfg.bidirectional,
         rnn=cfg.rnn,
         dropout=cfg.dropout,
+        word_dropout=cfg.word_dropout,
         padding_idx=PAD,
     )
     sizes = {"query_size": cfg.decoder_hidden, "key_size": encoder.output_size}
@@ -128,13 +131,21 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
         "bridge": bridge,
         "memory_size": encoder.output_size,
         "dropout": cfg.dropout,
+        "word_dropout": cfg.word_dropout,
         "tie_embeddings": cfg.tie_embeddings,
         "padding_idx": PAD,
     }
     if cfg.decoder == "bahdanau":
         decoder = BahdanauDecoder(**common)
     else:
-        decoder = LuongDecoder(**common, input_feeding=cfg.input_feeding)
+        decoder = LuongDecoder(**common, input_feeding=cfg.input_feeding, feed_dropout=cfg.feed_dropout)
+    if cfg.tie_source_embeddings:
+        if src_vocab_size != tgt_vocab_size:
+            raise ValueError(
+                f"tie_source_embeddings needs one vocabulary for both sides, got {src_vocab_size} source and "
+                f"{tgt_vocab_size} target types"
+            )
+        encoder.embedding.weight = decoder.embedding.weight  # with tie_embeddings, the output layer's too
     model = Seq2Seq(encoder=encoder, decoder=decoder)
     initialize(model, scheme=cfg.init, scale=cfg.init_scale)
     return model

@@ -35,7 +35,7 @@ from attnmt.runlog import MetricsLog, ProgressDisplay
 from attnmt.schedules import lr_multiplier, teacher_forcing_ratio
 from attnmt.search import SearchOptions, decode_all
 from attnmt.utils import Interrupted, StopSignal, UserError, WriteFailed, choose_device, seed_everything
-from attnmt.vocab import PAD
+from attnmt.vocab import EOS, PAD
 
 
 class TrainingDiverged(UserError):
@@ -57,16 +57,35 @@ class Progress:
     history: list[float] = field(default_factory=list)  # validation scores, oldest first
 
 
-def token_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+def token_loss(
+    logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0, smooth_eos: bool = True
+) -> torch.Tensor:
     """Summed cross-entropy over non-pad targets: logits (B, T, V), targets (B, T) -> scalar.
-    log-softmax and NLL are fused inside F.cross_entropy (one pass, stable in float32)."""
-    return F.cross_entropy(
-        logits.reshape(-1, logits.size(-1)).float(),
-        targets.reshape(-1),
-        ignore_index=PAD,
-        reduction="sum",
-        label_smoothing=label_smoothing,
-    )
+
+    With label smoothing ε each target's distribution is (1 - ε) one-hot + ε uniform over the
+    V classes (F.cross_entropy's; log-softmax and NLL fused in one pass, stable in float32).
+    `smooth_eos` false leaves </s> out of it: a </s> target stays one-hot, and the uniform part
+    of every other target spreads over the V - 1 classes besides </s>, so smoothing teaches the
+    model neither to doubt an ending nor to expect one anywhere.
+    """
+    logits, targets = logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1)  # (N, V), (N,)
+    if smooth_eos or label_smoothing == 0.0:
+        return F.cross_entropy(logits, targets, ignore_index=PAD, reduction="sum", label_smoothing=label_smoothing)
+    log_probs = torch.log_softmax(logits, dim=-1)  # (N, V)
+    real = targets != PAD
+    nll = -log_probs.gather(1, targets.unsqueeze(1)).squeeze(1)  # (N,); PAD rows dropped below
+    uniform = -(log_probs.sum(dim=-1) - log_probs[:, EOS]) / (logits.size(-1) - 1)  # (N,) mean over non-</s>
+    smoothed = torch.where(targets == EOS, nll, (1.0 - label_smoothing) * nll + label_smoothing * uniform)
+    return smoothed[real].sum()
+
+
+def loss_denominator(tgt_lengths, normalization: str) -> int:
+    """What a batch's summed loss is divided by: `tgt_lengths` (B,) target lengths without </s>
+    -> tokens with </s>, tokens without it, or sentences (`train.loss_normalization`)."""
+    if normalization == "sentences":
+        return len(tgt_lengths)
+    without_eos = int(tgt_lengths.sum())
+    return without_eos if normalization == "tokens_without_eos" else without_eos + len(tgt_lengths)
 
 
 def autocast(device: torch.device, precision: str):
@@ -113,7 +132,8 @@ def validate(model, bundle: DataBundle, config: Config, device: torch.device) ->
             fixed_shapes=config.decode.cuda_graphs and device.type == "cuda",
         )
         texts = [codec.decode_target(h[0].tokens) for h in hypotheses]
-        results["valid_bleu"] = bleu(texts, [e.refs for e in examples], lowercase=config.data.lowercase).score
+        score = bleu(texts, [e.refs for e in examples], lowercase=config.data.lowercase)
+        results["valid_bleu"], results["valid_length_ratio"] = score.score, score.length_ratio
     model.train(was_training)
     return results
 
@@ -306,11 +326,12 @@ class Trainer:
 
     def train_step(self, indices: list[int], batch: Batch | None = None) -> torch.Tensor:
         """One optimizer step on a global batch (`batch`: this process's share, `local_batch`
-        made ahead; else made here); returns the per-token loss (detached)."""
+        made ahead; else made here); returns the loss as `train.loss_normalization` divides it (detached)."""
         train = self.config.train
         _, weight = _shard(indices, self.context.rank, self.context.world_size)
         batch = (batch or self.local_batch(indices)).to(self.device, non_blocking=True)
-        global_tokens = int(self.sampler.tgt_lengths[indices].sum()) + len(indices)  # +1 a pair: EOS
+        tgt_lengths = self.sampler.tgt_lengths[indices]
+        global_tokens = int(tgt_lengths.sum()) + len(indices)  # +1 a pair: EOS
         ratio = teacher_forcing_ratio(
             self.progress.step,
             schedule=train.teacher_forcing_schedule,
@@ -322,10 +343,10 @@ class Trainer:
             group["lr"] = _scheduled_lr(self.config, self.progress)
         with autocast(self.device, train.precision):
             logits, _ = self.ddp_model(batch.src, batch.src_lengths, batch.tgt_in, teacher_forcing_ratio=ratio)
-        # Each process divides by the *global* token count and DDP averages over processes,
-        # so the gradient is that of the global batch's per-token mean, as in one process.
-        loss = token_loss(logits, batch.tgt_out, train.label_smoothing) * (weight * self.context.world_size)
-        loss = loss / global_tokens
+        # Each process divides by the *global* token (or sentence) count and DDP averages over
+        # processes, so the gradient is that of the global batch's mean, as in one process.
+        loss = token_loss(logits, batch.tgt_out, train.label_smoothing, train.smooth_eos)
+        loss = loss * (weight * self.context.world_size) / loss_denominator(tgt_lengths, train.loss_normalization)
         if distributed.any_flag(self.context, not bool(torch.isfinite(loss)), self.device):
             path = self.save()
             raise TrainingDiverged(

@@ -90,6 +90,8 @@ def test_a_2x2_grid_runs_to_completion_with_sqlite(grid_2x2):
         assert attrs["parameters"] > 0 and attrs["tokens_per_s"] > 0 and attrs["steps"] == 20
         assert attrs["valid_loss"] > 0 and attrs["train_seconds"] > 0
         assert attrs["machine"]["cpu"] and attrs["machine"]["threads"] == 1 and attrs["command"] is None
+        # the code that trained it, when the trial started and when it ended (a checkout: a commit)
+        assert attrs["code_at_start"]["commit"] and attrs["code_at_end"]["commit"]
         run_dir = sweep_dir / attrs["run_dir"]
         assert (run_dir / "config.yaml").is_file() and (run_dir / "checkpoints" / "index.json").is_file()
         assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["threads"] == 1
@@ -173,11 +175,8 @@ def test_the_report_tables_and_plots_come_from_the_stored_study(grid_2x2, tmp_pa
     assert raw["machine"]["cpu"] and {trial["name"] for trial in raw["trials"]} == set(stored)
     for trial in raw["trials"]:
         records = read_metrics(load_plan(spec).sweep_dir / trial["run_dir"])
-        assert trial["validation"] == [
-            {"step": r["step"], "valid_loss": r["valid_loss"], "valid_bleu": r["valid_bleu"]}
-            for r in records
-            if "valid_loss" in r
-        ]
+        keys = ("step", "valid_loss", "valid_bleu", "valid_length_ratio")
+        assert trial["validation"] == [{key: r[key] for key in keys} for r in records if "valid_loss" in r]
         assert trial["test_bleu"] == pytest.approx(stored[trial["name"]]["test_bleu"])
 
 

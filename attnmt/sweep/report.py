@@ -35,7 +35,16 @@ from attnmt.utils import UserError, write_text_atomic
 
 # Which trial stands for a config when several did (retries, duplicates): the first state found.
 PREFERENCE = ("COMPLETE", "RUNNING", "WAITING", "PRUNED", "FAIL")
-FIGURES = ("valid_bleu", "test_bleu", "test_chrf", "valid_loss", "train_seconds", "wall_seconds", "tokens_per_s")
+FIGURES = (
+    "valid_bleu",
+    "test_bleu",
+    "test_chrf",
+    "test_length_ratio",
+    "valid_loss",
+    "train_seconds",
+    "wall_seconds",
+    "tokens_per_s",
+)
 
 
 def _locate(target: str, storage: str | None) -> tuple[Path, str, str]:
@@ -59,7 +68,7 @@ def _row(study_name: str, trial) -> dict[str, Any]:
     attrs = trial.user_attrs
     row = {"study": study_name, "number": trial.number, "state": trial.state.name.lower()}
     row.update({key: attrs.get(key) for key in ("key", "name", "run_dir", "experiment", "config", "error")})
-    extra = ("parameters", "steps", "test_by_length", "command", "machine")
+    extra = ("parameters", "steps", "test_by_length", "command", "machine", "code_at_start", "code_at_end")
     row.update({key: attrs.get(key) for key in (*FIGURES, *extra)})
     return row
 
@@ -244,7 +253,7 @@ def _raw_results(name: str, rows: list[dict], command: str | None) -> dict[str, 
     for row in rows:
         trial = {key: value for key, value in row.items() if key not in ("metrics", "config")}
         trial["validation"] = [
-            {key: record[key] for key in ("step", "valid_loss", "valid_bleu") if key in record}
+            {key: record[key] for key in ("step", "valid_loss", "valid_bleu", "valid_length_ratio") if key in record}
             for record in row["metrics"]
             if "valid_loss" in record
         ]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from attnmt.config import Config, ConfigError
 from attnmt.sweep.spec import SET_BY_SWEEP, Plan, SearchParam, config_key, describe, flatten, load_plan
-from attnmt.utils import Interrupted, UserError, describe_machine, write_text_atomic
+from attnmt.utils import Interrupted, UserError, choose_device, code_state, describe_machine, write_text_atomic
 
 
 def run_sweep(
@@ -222,7 +222,7 @@ class Worker:
         except UserError:  # the data is missing or broken: every trial would fail the same way
             self.store.retire(study, trial.number, "its data could not be read")
             raise
-        started = time.time()
+        started, code_at_start = time.time(), code_state()
 
         def report(step: int, results: dict) -> None:
             if metric in results:
@@ -254,7 +254,12 @@ class Worker:
             return
         results["wall_seconds"] = time.time() - started
         # A trial's figures say how they were made: trials of one study may run on many machines.
-        results.update(command=self.options["command"], machine=describe_machine())
+        results.update(
+            command=self.options["command"],
+            machine=describe_machine(choose_device(config.train.device)),
+            code_at_start=code_at_start,
+            code_at_end=code_state(),
+        )
         if results.get(metric) is None:
             self.store.finish(study, trial.number, _state("FAIL"), {**results, "error": f"no {metric} was logged"})
         elif self.store.finish(study, trial.number, _state("COMPLETE"), results, results[metric]):
@@ -328,6 +333,7 @@ def _test_results(path: Path, config: Config, bundle, plan: Plan) -> dict:
     return {
         "test_bleu": evaluation.bleu.score,
         "test_chrf": evaluation.chrf.score,
+        "test_length_ratio": evaluation.bleu.length_ratio,
         "test_bleu_signature": evaluation.bleu.signature,
         "test_beam": beam,
         "test_sentences": len(evaluation.hypotheses),

@@ -1,0 +1,35 @@
+"""`WordDropout`: dropping whole tokens of a sentence in training, not single features.
+
+nn.Dropout zeroes features of an embedding independently, so a word's identity always gets
+through in the features that were kept. Word dropout zeroes a token's whole embedding, so the
+model must predict from the rest of the sentence, as when a word is rare or noisy (Sennrich et
+al. 2016 drop source and target words in Edinburgh's WMT systems; Gal and Ghahramani 2016 drop
+word types). Kept tokens are scaled by 1/(1-p) so the expected input is the same in training
+and inference.
+
+Leaf module: imports nothing from attnmt.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class WordDropout(nn.Module):
+    """embedded (B, [T,] E) -> the same shape, each token's row zeroed with probability p in training."""
+
+    def __init__(self, p: float = 0.0):
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"word dropout must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, embedded: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:  # no random numbers drawn: runs without it are unchanged
+            return embedded
+        keep = torch.empty((*embedded.shape[:-1], 1), device=embedded.device, dtype=embedded.dtype)
+        return embedded * keep.bernoulli_(1.0 - self.p) / (1.0 - self.p)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

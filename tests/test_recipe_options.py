@@ -1,0 +1,164 @@
+"""Recipe options, each checked against its definition: the loss without </s> smoothing and its
+normalizations, word dropout, the fed vector after dropout, and three-way tied embeddings."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from attnmt.config import Config, ConfigError, ModelConfig, load_config
+from attnmt.data import collate
+from attnmt.dropout import WordDropout
+from attnmt.loading import ModelSpec, load
+from attnmt.metrics import bleu
+from attnmt.model import build_model
+from attnmt.train import fit, loss_denominator, token_loss
+from attnmt.vocab import EOS, PAD
+
+# A reversal task small enough for a few training steps in a second.
+SMALL = ["data.corpus=reverse", "data.synthetic_size=200", "data.valid_size=20", "data.test_size=20", "train.threads=1"]
+SIZES = ["model.embedding_size=16", "model.encoder_hidden=16", "model.decoder_hidden=16"]
+
+
+def tiny_config(run_dir, *overrides: str):
+    return load_config(None, [*SMALL, *SIZES, "train.valid_bleu_sentences=20", f"train.run_dir={run_dir}", *overrides])
+
+
+def quiet(*_args, **_kwargs) -> None:
+    pass
+
+
+def reference_loss(logits: torch.Tensor, targets: torch.Tensor, epsilon: float, smooth_eos: bool) -> float:
+    """-sum_t sum_c q_t(c) log p_t(c), q written out class by class from its definition."""
+    log_probs = torch.log_softmax(logits.double(), dim=-1)
+    vocab, total = logits.shape[-1], 0.0
+    for row, target in zip(log_probs.reshape(-1, vocab), targets.reshape(-1).tolist(), strict=True):
+        if target == PAD:
+            continue
+        q = [0.0] * vocab
+        if smooth_eos:
+            q = [epsilon / vocab] * vocab
+            q[target] += 1.0 - epsilon
+        elif target == EOS:
+            q[EOS] = 1.0
+        else:
+            q = [0.0 if c == EOS else epsilon / (vocab - 1) for c in range(vocab)]
+            q[target] += 1.0 - epsilon
+        total -= sum(weight * float(row[c]) for c, weight in enumerate(q))
+    return total
+
+
+@pytest.mark.parametrize("smooth_eos", [True, False])
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_token_loss_is_the_cross_entropy_with_its_smoothed_targets(smooth_eos, epsilon):
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 9)
+    targets = torch.tensor([[4, 5, EOS, PAD, PAD], [6, 7, 8, 4, EOS], [EOS, PAD, PAD, PAD, PAD]])
+    loss = token_loss(logits, targets, epsilon, smooth_eos)
+    assert float(loss) == pytest.approx(reference_loss(logits, targets, epsilon, smooth_eos), rel=1e-5)
+
+
+def test_without_eos_smoothing_the_eos_target_is_one_hot_and_eos_gets_no_mass():
+    logits = torch.zeros(1, 2, 6)
+    logits[0, 0, EOS] = 50.0  # sure of </s> where the target is </s>
+    logits[0, 1, 4] = 50.0  # sure of the word where the target is a word
+    targets = torch.tensor([[EOS, 4]])
+    # a one-hot </s> target costs nothing when the model is sure of it; smoothing it would cost
+    assert float(token_loss(logits[:, :1], targets[:, :1], 0.1, smooth_eos=False)) < 1e-12
+    assert float(token_loss(logits[:, :1], targets[:, :1], 0.1, smooth_eos=True)) > 1.0
+    # moving a word position's logit mass onto </s> changes nothing of its smoothing term
+    shifted = logits.clone()
+    shifted[0, 1, EOS] = 50.0
+    assert float(token_loss(shifted[:, 1:], targets[:, 1:], 0.0, smooth_eos=False)) == pytest.approx(math.log(2))
+
+
+def test_loss_denominators_count_what_they_say():
+    batch = collate([0, 1], [[5, 6], [7]], [[4, 5, 6], [7]])
+    lengths = torch.tensor([3, 1]).numpy()
+    assert loss_denominator(lengths, "tokens") == int((batch.tgt_out != PAD).sum()) == 6
+    words = (batch.tgt_out != PAD) & (batch.tgt_out != EOS)
+    assert loss_denominator(lengths, "tokens_without_eos") == int(words.sum()) == 4
+    assert loss_denominator(lengths, "sentences") == 2
+
+
+def test_word_dropout_zeroes_whole_tokens_and_keeps_the_expectation():
+    torch.manual_seed(0)
+    dropout = WordDropout(0.25).train()
+    embedded = torch.rand(200, 50, 8) + 0.5
+    dropped = dropout(embedded)
+    zeroed = dropped.eq(0).all(dim=-1)  # (B, T): a token is dropped whole or not at all
+    kept = ~zeroed
+    torch.testing.assert_close(dropped[kept], embedded[kept] / 0.75)
+    assert dropped.eq(0).sum() == zeroed.sum() * 8
+    assert abs(float(zeroed.float().mean()) - 0.25) < 0.01  # 10,000 tokens: 5 standard deviations
+    assert torch.equal(dropout.eval()(embedded), embedded)
+
+
+def test_no_word_dropout_draws_no_random_numbers():
+    state = torch.get_rng_state()
+    WordDropout(0.0).train()(torch.ones(2, 3, 4))
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def luong(**settings):
+    torch.manual_seed(0)
+    config = ModelConfig(
+        embedding_size=6, encoder_hidden=5, decoder_hidden=7, decoder="luong", dropout=0.5, init_scale=0.5, **settings
+    )
+    return build_model(config, 11, 13)
+
+
+@pytest.mark.parametrize("feed_dropout", [True, False])
+def test_the_fed_vector_is_the_one_the_output_layer_reads_only_with_feed_dropout(feed_dropout):
+    model = luong(feed_dropout=feed_dropout).train()
+    src, lengths = torch.tensor([[4, 5, 6], [7, 8, 0]]), torch.tensor([3, 2])
+    source = model.encode(src, lengths)
+    torch.manual_seed(1)
+    logits, state, _ = model.decode_step(torch.tensor([2, 2]), model.init_state(source), source)
+    fed = state.feed  # (B, H)
+    assert fed.eq(0).any() == feed_dropout  # tanh outputs are never exactly 0: zeros come from dropout
+    if feed_dropout:
+        torch.testing.assert_close(logits, model.decoder.output(fed))
+    model.eval()  # in inference dropout is off: both settings feed and read the same vector
+    logits, state, _ = model.decode_step(torch.tensor([2, 2]), model.init_state(source), source)
+    torch.testing.assert_close(logits, model.decoder.output(state.feed))
+
+
+def test_feed_dropout_needs_the_luong_decoder_with_input_feeding():
+    with pytest.raises(ValueError, match="feed_dropout applies to the luong decoder with input_feeding"):
+        ModelConfig(decoder="bahdanau", feed_dropout=True)
+    with pytest.raises(ValueError, match="feed_dropout applies"):
+        ModelConfig(decoder="luong", input_feeding=False, feed_dropout=True)
+
+
+def test_three_way_tying_shares_one_matrix_and_survives_a_checkpoint(tmp_path):
+    shared = ["data.shared_vocab=true", "model.tie_embeddings=true", "model.tie_source_embeddings=true"]
+    config = tiny_config(tmp_path / "run", "train.max_steps=3", "train.valid_every=3", *shared)
+    fit(config, log=quiet)
+    model = load(ModelSpec(tmp_path / "run")).model
+    encoder, decoder = model.encoder.embedding.weight, model.decoder.embedding.weight
+    assert encoder is decoder is model.decoder.output.weight
+    assert float(encoder.detach().abs().sum()) > 0
+
+
+def test_source_tying_needs_one_vocabulary():
+    with pytest.raises(ConfigError, match=r"tie_source_embeddings needs data\.shared_vocab"):
+        load_config(None, ["model.tie_source_embeddings=true"])
+    assert Config.model_validate({"data": {"shared_vocab": True}, "model": {"tie_source_embeddings": True}})
+    with pytest.raises(ValueError, match="one vocabulary for both sides"):
+        sizes = {"embedding_size": 4, "encoder_hidden": 4, "decoder_hidden": 4}
+        build_model(ModelConfig(tie_source_embeddings=True, **sizes), 9, 10)
+
+
+def test_bleu_reports_the_hypothesis_to_reference_length_ratio():
+    score = bleu(["a b", "c d e"], [["a b c d"], ["c d e f g h"]])
+    assert score.length_ratio == pytest.approx(5 / 10)
+
+
+def test_validation_records_the_length_ratio(tmp_path):
+    fit(tiny_config(tmp_path / "run", "train.max_steps=4", "train.valid_every=4"), log=quiet)
+
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    ratios = [r["valid_length_ratio"] for r in records if "valid_bleu" in r]
+    assert ratios and all(ratio > 0 for ratio in ratios)
