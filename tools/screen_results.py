@@ -1,0 +1,145 @@
+"""A screen's raw result: sweep trials with their best checkpoints' beam scores on valid, by point.
+
+    python -m tools.screen_results SCREEN_DIR [SCREEN_DIR ...] --study NAME [--study NAME ...]
+        --json docs/results/NAME.json
+
+SCREEN_DIR is a folder `scripts/screen-on-gpu.sh` filled and packed (unpacked: it holds
+runs/sweeps/STUDY/report/trials.json from `attnmt sweep report` and eval/STUDY--TRIAL/
+evaluation.json from `attnmt evaluate TRIAL --split valid --beam 5`). The named studies'
+trials are grouped into points (the same config but for the seed, so one point may span two
+sweeps, one per seed) and each point gets the median and range of its seeds' figures: beam
+BLEU, chrF and hypothesis/reference length on the whole valid split, the in-training greedy
+validation BLEU at the last step, and the difference from the point named `baseline`. Every
+trial keeps what it recorded: its command, machine, and the code's commit and dirty paths when
+it started and ended. The test split is not read here; the decision is the valid split's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from attnmt.config import load_config
+from attnmt.sweep.spec import SET_BY_SWEEP, flatten
+from attnmt.utils import UserError
+from benchmarks.measure import write_results
+from benchmarks.report import markdown_table
+
+SEED = "train.seed"
+# Not part of what a trial tests: where it ran and the data folder it read.
+NOT_THE_RECIPE = (*SET_BY_SWEEP, SEED, "train.device", "data.data_dir")
+
+
+def _valid_scores(screen_dirs: list[Path], study: str, trial: str) -> dict | None:
+    """The trial's `attnmt evaluate --split valid` figures, from whichever screen holds them."""
+    for folder in screen_dirs:
+        for path in folder.rglob(f"eval/{study}--{trial}/evaluation.json"):
+            run = json.loads(path.read_text(encoding="utf-8"))["runs"][0]
+            keys = ("checkpoint", "search", "sentences", "bleu", "length_ratio", "chrf", "tokenized_bleu")
+            return {key: run[key] for key in keys} | {"signature": run["bleu_signature"]}
+    return None
+
+
+def collect(screen_dirs: list[Path], studies: list[str]) -> list[dict]:
+    """Every trial of the named studies, with its valid beam scores attached."""
+    trials = []
+    for study in studies:
+        reports = [path for folder in screen_dirs for path in folder.rglob(f"sweeps/{study}/report/trials.json")]
+        if not reports:
+            raise UserError(f"no report of study {study!r} under {', '.join(map(str, screen_dirs))}")
+        for trial in json.loads(reports[0].read_text(encoding="utf-8"))["trials"]:
+            config = load_config(reports[0].parents[1] / trial["run_dir"] / "config.yaml")
+            trial["config"] = {k: v for k, v in flatten(config).items() if k not in NOT_THE_RECIPE}
+            trial["seed"] = config.train.seed
+            trial["valid_beam"] = _valid_scores(screen_dirs, study, trial["name"])
+            trials.append(trial)
+    return trials
+
+
+def _spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
+
+
+def points(trials: list[dict]) -> list[dict]:
+    """Trials with the same config but for the seed, as one point with its seeds' spread."""
+    grouped: dict[str, list[dict]] = {}
+    for trial in trials:
+        grouped.setdefault(json.dumps(trial["config"], sort_keys=True), []).append(trial)
+    rows = []
+    for members in grouped.values():
+        scored = [t for t in members if t["state"] == "complete" and t["valid_beam"]]
+        if not scored:
+            continue
+        rows.append(
+            {
+                "point": "+".join(sorted({e for t in members for e in t["experiment"]})),
+                "seeds": sorted(t["seed"] for t in scored),
+                "steps": scored[0]["steps"],
+                "valid_beam_bleu": _spread([t["valid_beam"]["bleu"] for t in scored]),
+                "valid_beam_chrf": _spread([t["valid_beam"]["chrf"] for t in scored]),
+                "valid_beam_length_ratio": _spread([t["valid_beam"]["length_ratio"] for t in scored]),
+                "valid_greedy_bleu_last": _spread([t["validation"][-1]["valid_bleu"] for t in scored]),
+            }
+        )
+    base = next((row for row in rows if row["point"] == "baseline"), None)
+    for row in rows:
+        row["delta_bleu"] = (
+            None if base is None else row["valid_beam_bleu"]["median"] - base["valid_beam_bleu"]["median"]
+        )
+    return sorted(rows, key=lambda row: -row["valid_beam_bleu"]["median"])
+
+
+def _cell(spread: dict, digits: int) -> str:
+    low, high = spread["min"], spread["max"]
+    middle = f"{spread['median']:.{digits}f}"
+    return middle if len(spread["values"]) == 1 else f"{middle} ({low:.{digits}f}-{high:.{digits}f})"
+
+
+def table(rows: list[dict]) -> list[str]:
+    headers = ["point", "seeds", "updates", "valid BLEU, beam", "vs baseline", "length ratio", "chrF"]
+    body = [
+        [
+            row["point"],
+            ",".join(map(str, row["seeds"])),
+            f"{row['steps']:,}",
+            _cell(row["valid_beam_bleu"], 2),
+            "-" if row["delta_bleu"] is None else f"{row['delta_bleu']:+.2f}",
+            _cell(row["valid_beam_length_ratio"], 3),
+            _cell(row["valid_beam_chrf"], 2),
+        ]
+        for row in rows
+    ]
+    return markdown_table(headers, body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.screen_results", description=__doc__.splitlines()[0])
+    parser.add_argument("screens", nargs="+", type=Path, metavar="SCREEN_DIR")
+    parser.add_argument("--study", action="append", required=True, help="a study to collect (repeatable)")
+    parser.add_argument("--json", type=Path, help="write the raw result here")
+    args = parser.parse_args(argv)
+    try:
+        trials = collect(args.screens, args.study)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    rows = points(trials)
+    print("\n".join(table(rows)))
+    if args.json:
+        machines = [t["machine"] for t in trials if t.get("machine")]
+        results = {
+            "studies": args.study,
+            "machine": machines[0] if machines and all(m == machines[0] for m in machines) else None,
+            "points": rows,
+            "trials": trials,
+        }
+        arguments = [*map(str, argv if argv is not None else sys.argv[1:])]
+        write_results(args.json, results, "tools.screen_results", arguments)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
