@@ -148,30 +148,6 @@ def describe_machine(device=None) -> dict:
     return machine
 
 
-def code_state(checkout: str | Path | None = None) -> dict:
-    """The code that is running: the git commit of the checkout holding attnmt (or `checkout`),
-    whether tracked files differ from it, and which (`dirty_paths`); all None outside a git
-    checkout (an installed wheel). A raw result records it when a run starts and again when it
-    ends, so an edit made while it ran shows."""
-    import subprocess
-
-    where = Path(checkout) if checkout is not None else Path(__file__).resolve().parents[1]
-
-    def git(*arguments: str) -> str | None:
-        try:
-            done = subprocess.run(["git", *arguments], cwd=where, capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
-    if commit is None or status is None:
-        return {"commit": None, "dirty": None, "dirty_paths": None}
-    paths = sorted(line[3:] for line in status.splitlines() if line.strip())
-    return {"commit": commit.strip(), "dirty": bool(paths), "dirty_paths": paths}
-
-
 def _read_umask() -> int:
     mask = os.umask(0)  # the only way to read it is to set it: done once, at import
     os.umask(mask)

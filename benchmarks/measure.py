@@ -15,13 +15,13 @@ import gc
 import json
 import resource
 import statistics
-import subprocess
 import sys
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import torch
 
+from attnmt.provenance import code_state, with_content_hash
 from attnmt.utils import describe_machine as describe_machine  # the benchmarks import it from here
 
 MIB = 2**20
@@ -109,37 +109,51 @@ def combine_repeats(runs: list[dict], keys: tuple[str, ...]) -> dict:
     return combined
 
 
+# The code when this process started: a benchmark imports this module first thing, so a result
+# written at its end can say whether the code changed while it ran.
+CODE_AT_START = code_state(CHECKOUT)
+
+
 def provenance() -> dict:
-    """The code that measured: attnmt's version, the checkout's git commit and whether the tree
-    differed from it (None for both outside a git checkout), and torch's version."""
+    """The code measuring now: attnmt's version, the checkout's git commit and whether tracked
+    files differed from it (None for both outside a git checkout), which (`dirty_paths`), the load
+    average, and torch's version. A race that runs several invocations records one per run."""
     import attnmt
 
-    def git(*arguments: str) -> str | None:
-        try:
-            done = subprocess.run(["git", *arguments], cwd=CHECKOUT, capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    state = code_state(CHECKOUT)
     return {
         "attnmt_version": attnmt.__version__,
-        "git_commit": commit,
-        "git_dirty": None if status is None else bool(status),
+        "git_commit": state["commit"],
+        "git_dirty": state["dirty"],
+        "dirty_paths": state["dirty_paths"],
+        "load_average": state["load_average"],
         "torch": torch.__version__,
     }
 
 
 def write_results(path: Path, results: dict, program: str, argv: list[str] | None) -> Path:
     """Write a benchmark's results as JSON (atomically), with the command that made them and the
-    code that did (`provenance`); the raw result a figure in the README or docs is quoted from."""
+    code that did: its state when the process started and now (`code_at_start`, `code_at_end`,
+    and `code_changed` if the commit or the edited files differ), `git_commit`/`git_dirty` saying
+    the worst of the two, and a hash of the content (`attnmt.provenance`); the raw result a figure
+    in the README or docs is quoted from."""
     from attnmt.utils import atomic_path
 
     arguments = argv if argv is not None else sys.argv[1:]
-    results = {"command": " ".join([f"python -m {program}", *arguments]), **provenance(), **results}
+    now = code_state(CHECKOUT)
+    changed = (CODE_AT_START["commit"], CODE_AT_START["dirty_paths"]) != (now["commit"], now["dirty_paths"])
+    code = {
+        **provenance(),
+        "git_commit": CODE_AT_START["commit"],
+        "git_dirty": None if now["dirty"] is None else bool(CODE_AT_START["dirty"] or now["dirty"] or changed),
+        "dirty_paths": sorted(set(CODE_AT_START["dirty_paths"] or []) | set(now["dirty_paths"] or [])),
+        "code_at_start": CODE_AT_START,
+        "code_at_end": now,
+        "code_changed": changed,
+    }
+    results = {"command": " ".join([f"python -m {program}", *arguments]), **code, **results}
     with atomic_path(path) as temporary:
-        temporary.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        temporary.write_text(json.dumps(with_content_hash(results), indent=2) + "\n", encoding="utf-8")
     return path
 
 

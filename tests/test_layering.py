@@ -36,6 +36,7 @@ COMMANDS = (
 ALLOWED = {
     "__init__": set(),
     "utils": set(),
+    "provenance": set(),
     "config": {"utils"},
     "metrics": {"utils"},
     "plot": {"utils"},
@@ -149,9 +150,10 @@ ALLOWED = {
     "sweep": set(),
     "sweep.spec": {"config"},
     "sweep.store": {"utils"},
-    "sweep.report": {"utils", "plot", "runlog", "sweep.spec", "sweep.store"},
+    "sweep.report": {"utils", "provenance", "plot", "runlog", "sweep.spec", "sweep.store"},
     "sweep.run": {
         "utils",
+        "provenance",
         "config",
         "data",
         "train",
@@ -209,6 +211,7 @@ NO_TORCH = (
     "cli",  # the parser, --help and `validate` stay fast: commands import torch when they run
     "config",
     "utils",
+    "provenance",
     "tokenize",
     "vocab",
     "synthetic",

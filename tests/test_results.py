@@ -14,8 +14,10 @@ import pytest
 import torch
 
 import attnmt
+from attnmt.provenance import content_hash, with_content_hash
 from benchmarks.measure import write_results
 from tools.quote import END_MARKER, FIGURE, MARKER, RENDERERS, ROOT, main, render, render_figure, requote
+from tools.raw_results import LEGACY, RULES_FROM, provenance_problems, raw_files
 
 DOCUMENTS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -288,3 +290,92 @@ def test_a_raw_result_records_the_code_that_made_it(tmp_path):
     status = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
     assert results["git_commit"] == head.stdout.strip()
     assert results["git_dirty"] is bool(status.stdout.strip())
+
+
+def test_a_raw_result_records_its_code_at_start_and_end_and_a_hash_of_its_content(tmp_path, monkeypatch):
+    from benchmarks import measure
+
+    written = json.loads(write_results(tmp_path / "r.json", {"x": 1}, "benchmarks.x", []).read_text())
+    assert written["code_at_start"]["commit"] == written["code_at_end"]["commit"] == written["git_commit"]
+    assert written["content_sha256"] == content_hash(written)
+    if not written["git_dirty"]:  # run from a clean checkout here: quotable as written
+        assert provenance_problems(written) == []
+    # a commit made while the run ran shows, and the result then counts as dirty
+    earlier = {**measure.CODE_AT_START, "commit": "0" * 40}
+    monkeypatch.setattr(measure, "CODE_AT_START", earlier)
+    changed = json.loads(write_results(tmp_path / "c.json", {"x": 1}, "benchmarks.x", []).read_text())
+    assert changed["code_changed"] is True and changed["git_dirty"] is True and changed["git_commit"] == "0" * 40
+
+
+CLEAN = {"commit": "a" * 40, "dirty": False, "dirty_paths": [], "load_average": 0.1}
+
+
+def _raw(**fields):
+    return with_content_hash(
+        {
+            "command": "python -m benchmarks.x",
+            "git_commit": "a" * 40,
+            "git_dirty": False,
+            "dirty_paths": [],
+            "code_at_start": CLEAN,
+            "code_at_end": CLEAN,
+            **fields,
+        }
+    )
+
+
+def test_a_raw_result_is_quotable_only_from_known_unedited_code_and_unedited_content():
+    assert provenance_problems(_raw(figure=1.5)) == []
+    docs_only = {**CLEAN, "dirty": True, "dirty_paths": ["README.md", "docs/results/plot.png"]}
+    assert provenance_problems(_raw(code_at_end=docs_only)) == []  # a document or plot changes no measurement
+    edited = {**CLEAN, "dirty": True, "dirty_paths": ["attnmt/train.py"]}
+    assert provenance_problems(_raw(code_at_end=edited)) == ["code_at_end: dirty in attnmt/train.py"]
+    assert provenance_problems(_raw(git_commit=None)) == ["no commit recorded"]
+    assert provenance_problems(_raw(git_dirty=True, dirty_paths=None)) == ["dirty, its paths not recorded"]
+    by_hand = {**_raw(figure=1.5), "figure": 1.6}
+    assert provenance_problems(by_hand) == ["content differs from its hash (edited after it was written?)"]
+    assert provenance_problems({**_raw(figure=1.5), "annotations": "a note made later"}) == []
+    trials = [
+        {"name": "t", "state": "complete", "code_at_start": CLEAN, "code_at_end": edited},
+        {"name": "u", "state": "x"},
+    ]
+    assert provenance_problems(_raw(trials=trials)) == [
+        "trial t code_at_end: dirty in attnmt/train.py",
+        "trial u: no record of its code",
+    ]
+
+
+def test_a_figure_from_a_raw_result_of_edited_code_is_refused(tmp_path, monkeypatch):
+    import tools.quote
+    import tools.raw_results
+
+    for module in (tools.quote, tools.raw_results):
+        monkeypatch.setattr(module, "ROOT", tmp_path)
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    edited = {**CLEAN, "dirty": True, "dirty_paths": ["benchmarks/speed.py"]}
+    (tmp_path / "docs/results/ok.json").write_text(json.dumps(_raw(figure=2.5)))
+    (tmp_path / "docs/results/bad.json").write_text(json.dumps(_raw(figure=2.5, code_at_start=edited)))
+    assert render_figure("docs/results/ok.json", "figure", "{:.1f}") == "2.5"
+    with pytest.raises(ValueError, match=r"bad.json: not quotable: code_at_start: dirty in benchmarks/speed\.py"):
+        render_figure("docs/results/bad.json", "figure", "{:.1f}")
+
+
+@pytest.mark.parametrize("path", [p.relative_to(ROOT).as_posix() for p in raw_files()])
+def test_every_raw_result_records_its_code_and_its_content_hash_or_is_legacy(path):
+    problems = provenance_problems(json.loads((ROOT / path).read_text(encoding="utf-8")))
+    if path in LEGACY:
+        assert problems, f"{path} passes the rules now: take it off tools.raw_results.LEGACY"
+    else:
+        assert not problems, f"{path}: {'; '.join(problems)}"
+
+
+def test_the_legacy_list_only_shrinks_and_its_files_are_as_they_were():
+    """A LEGACY file was in the repository when the rules came, byte for byte as it is now: a new
+    file cannot join the list, and a file measured again must pass the rules to stay quotable."""
+    git = ["git", "-C", str(ROOT)]
+    if subprocess.run([*git, "cat-file", "-e", f"{RULES_FROM}^{{commit}}"], capture_output=True).returncode != 0:
+        pytest.skip("the history before the rules is not in this checkout")
+    for path in LEGACY:
+        then = subprocess.run([*git, "show", f"{RULES_FROM}:{path}"], capture_output=True)
+        assert then.returncode == 0, f"{path} was not in the repository when the rules came: it cannot be LEGACY"
+        assert then.stdout == (ROOT / path).read_bytes(), f"{path} was rewritten: it must pass the rules, not be LEGACY"

@@ -28,7 +28,9 @@ sign before a figure is part of it, a hyphen after a digit is a range's). A rati
 is computed here from the raw values, so its rounding is the format's, never a rounded figure's.
 A figure computed from two results files names both, joined by a comma, and its paths then start
 with each file's name without `.json` (`a.json,b.json a.runs[0].bleu - b.runs[0].bleu {:+.2f}`).
-`tests/test_results.py` runs the check over the README, docs/ and CHANGELOG.md, so a document
+A table or figure is refused from a raw result whose code is unknown or was edited while it ran,
+or whose content no longer matches its hash (`tools.raw_results`, which lists the older files
+exempted). `tests/test_results.py` runs the check over the README, docs/ and CHANGELOG.md, so a document
 cannot drift from its data, and fails on a figure that looks measured (two or more decimals, or a
 ratio or share such as `1.4x`, `12%`) with no figure comment: one that is not a result says so,
 `0.75<!-- not a result: a setting -->`.
@@ -60,6 +62,7 @@ from tools.attention_focus import focus_rows
 from tools.distillation_runs import run_rows
 from tools.init_parts import parts_rows
 from tools.multi30k_table import summary_rows, table_rows
+from tools.raw_results import refusal
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- results: (\S+) (\S+) -->")
@@ -223,6 +226,9 @@ def _source(path: str) -> dict | ModuleType:
     """A results file's data, or a Python file (the layering test) loaded as a module without running its tests."""
     file = ROOT / path
     if file.suffix != ".py":
+        refused = refusal(path)  # unknown or edited code, or a file edited by hand (tools.raw_results)
+        if refused:
+            raise ValueError(refused)
         return json.loads(file.read_text(encoding="utf-8"))
     spec = importlib.util.spec_from_file_location(file.stem, file)
     module = importlib.util.module_from_spec(spec)

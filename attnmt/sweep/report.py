@@ -28,6 +28,7 @@ from typing import Any
 from rich.table import Table
 
 from attnmt.plot import grouped_curves, length_plot, scores_by_value
+from attnmt.provenance import code_state, with_content_hash
 from attnmt.runlog import read_metrics
 from attnmt.sweep.spec import load_plan, trial_axes
 from attnmt.sweep.store import Store, default_url, shown_url
@@ -265,6 +266,8 @@ def _raw_results(name: str, rows: list[dict], command: str | None) -> dict[str, 
         "command": " && ".join([*sweep_commands, *([command] if command else [])]),
         # the machine of the trials when they all ran on one kind; each trial names its own
         "machine": machines[0] if machines and all(m == machines[0] for m in machines) else None,
+        # the code of the report itself; each trial records the code that trained it
+        "code_at_report": code_state(),
         "trials": trials,
     }
 
@@ -361,7 +364,8 @@ def report(
         trials_csv, length_csv = _csv(rows, axes)
         write_text_atomic(out / "trials.csv", trials_csv)
         write_text_atomic(out / "length.csv", length_csv)
-        write_text_atomic(out / "trials.json", json.dumps(_raw_results(name, rows, command), indent=1) + "\n")
+        raw = with_content_hash(_raw_results(name, rows, command))
+        write_text_atomic(out / "trials.json", json.dumps(raw, indent=1) + "\n")
         plots = _plots(out, rows, layout)
     except OSError as exc:
         raise UserError(f"{out}: cannot write the report ({exc.strerror or exc})") from None

@@ -29,8 +29,9 @@ from datetime import datetime
 from pathlib import Path
 
 from attnmt.config import Config, ConfigError
+from attnmt.provenance import code_state
 from attnmt.sweep.spec import SET_BY_SWEEP, Plan, SearchParam, config_key, describe, flatten, load_plan
-from attnmt.utils import Interrupted, UserError, choose_device, code_state, describe_machine, write_text_atomic
+from attnmt.utils import Interrupted, UserError, choose_device, describe_machine, write_text_atomic
 
 
 def run_sweep(
