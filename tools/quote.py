@@ -63,6 +63,7 @@ from tools.distillation_runs import run_rows
 from tools.init_parts import parts_rows
 from tools.multi30k_table import summary_rows, table_rows
 from tools.raw_results import refusal
+from tools.screen_results import screen_table
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- results: (\S+) (\S+) -->")
@@ -219,6 +220,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "experiments-attention-length": _length_table("attention"),
     "experiments-trials": _seed_trials_table,
     "layering": _layering_table,
+    "screen": lambda results: screen_table(results["points"]),
 }
 
 

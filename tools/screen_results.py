@@ -98,7 +98,7 @@ def _cell(spread: dict, digits: int) -> str:
     return middle if len(spread["values"]) == 1 else f"{middle} ({low:.{digits}f}-{high:.{digits}f})"
 
 
-def table(rows: list[dict]) -> list[str]:
+def screen_table(rows: list[dict]) -> list[str]:
     headers = ["point", "seeds", "updates", "valid BLEU, beam", "vs baseline", "length ratio", "chrF"]
     body = [
         [
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     rows = points(trials)
-    print("\n".join(table(rows)))
+    print("\n".join(screen_table(rows)))
     if args.json:
         machines = [t["machine"] for t in trials if t.get("machine")]
         results = {
