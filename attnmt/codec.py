@@ -110,10 +110,18 @@ def build_tokenizers(cfg: DataConfig, train_pairs: Iterable[tuple[str, str]]) ->
     return train(sources), train(targets)
 
 
-def build_vocabs(cfg: DataConfig, src_counts: Counter[str], tgt_counts: Counter[str]) -> tuple[Vocab, Vocab]:
+def build_vocabs(
+    cfg: DataConfig,
+    src_counts: Counter[str],
+    tgt_counts: Counter[str],
+    tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
+) -> tuple[Vocab, Vocab]:
     """Vocabularies from the token counts of the training pairs only; one shared vocabulary if
     configured. A vocabulary left without a real token (a min_freq above every count) would
-    train a useless model in silence: it is a UserError naming the setting."""
+    train a useless model in silence: it is a UserError naming the setting. With subword
+    sampling, every piece of each side's SentencePiece model (`tokenizers`) follows the counted
+    ones: a random segmentation may use pieces the usual one never does, which would otherwise
+    be unknown."""
     sides = {"shared": src_counts + tgt_counts} if cfg.shared_vocab else {"source": src_counts, "target": tgt_counts}
     vocabs = {}
     for side, counts in sides.items():
@@ -124,4 +132,12 @@ def build_vocabs(cfg: DataConfig, src_counts: Counter[str], tgt_counts: Counter[
                 f"data.min_freq: {cfg.min_freq} leaves the {side} vocabulary without a single token "
                 f"(the most frequent training token occurs {most:,} times); lower data.min_freq"
             )
+    if cfg.subword_sampling > 0 and tokenizers is not None:
+        sides_of = ("shared",) if cfg.shared_vocab else ("source", "target")
+        models = dict(zip(sides_of, tokenizers[: len(sides_of)], strict=True))
+        for side, tokenizer in models.items():
+            if isinstance(tokenizer, SentencePieceTokenizer):
+                known = set(vocabs[side].tokens)
+                unseen = [piece for piece in tokenizer.pieces() if piece not in known and piece not in SPECIALS]
+                vocabs[side] = Vocab(vocabs[side].tokens + tuple(unseen))
     return (vocabs["shared"], vocabs["shared"]) if cfg.shared_vocab else (vocabs["source"], vocabs["target"])

@@ -73,6 +73,14 @@ class DataConfig(_Section):
         description="SentencePiece trains on at most this many training pairs, drawn at random (seeded by "
         "split_seed) from larger corpora; the default is above every built-in corpus's size",
     )
+    subword_sampling: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="sentencepiece only: each training sentence is segmented anew at random whenever it is "
+        "batched (subword regularization): for bpe the probability of dropping a merge (BPE-dropout), for "
+        "unigram the sampling smoothing alpha; the vocabularies then hold every piece of the model. 0: off",
+    )
     min_freq: int = Field(1, ge=1)
     max_vocab_size: int | None = Field(None, ge=5)
     shared_vocab: bool = False
@@ -233,6 +241,8 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _tied_source_needs_one_vocabulary(self) -> Config:
+        if self.data.subword_sampling > 0 and self.data.tokenizer != "sentencepiece":
+            raise ValueError("data.subword_sampling needs data.tokenizer: sentencepiece (word tokens have no pieces)")
         if self.model.tie_source_embeddings and not self.data.shared_vocab:
             raise ValueError(
                 "model.tie_source_embeddings needs data.shared_vocab: true (one vocabulary for both languages)"

@@ -195,7 +195,7 @@ def prepare(
                 provisional[side].append(table[result.ids[side]], result.lengths[side])
         records = {side: writer.close() for side, writer in provisional.items()}
         stream.check_counts(totals.raw_pairs if stream.rules else stream.raw_pairs or 0, records["src"]["sentences"])
-        src_vocab, tgt_vocab = build_vocabs(cfg, totals.counts("src"), totals.counts("tgt"))
+        src_vocab, tgt_vocab = build_vocabs(cfg, totals.counts("src"), totals.counts("tgt"), (src_tok, tgt_tok))
         TextCodec(src_tok, tgt_tok, src_vocab, tgt_vocab).save(staging)
         train = {}
         for side, vocab in zip(SIDES, (src_vocab, tgt_vocab), strict=True):

@@ -346,6 +346,22 @@ class SentencePieceTokenizer:
     def detokenize(self, tokens: Sequence[str]) -> str:
         return self._processor.decode(list(tokens))
 
+    def pieces(self) -> list[str]:
+        """Every piece the model can write, in its id order (no control or unknown piece)."""
+        processor = self._processor
+        return [
+            processor.id_to_piece(i)
+            for i in range(processor.get_piece_size())
+            if not (processor.is_control(i) or processor.is_unknown(i))
+        ]
+
+    def resample(self, pieces: Sequence[str], alpha: float) -> list[str]:
+        """The same text segmented at random: for a BPE model each merge dropped with probability
+        `alpha` (BPE-dropout), for a unigram model a segmentation sampled with smoothing `alpha`.
+        The draws come from SentencePiece's own generator (`sentencepiece.set_random_generator_seed`)."""
+        text = self._processor.decode(list(pieces))
+        return self._processor.encode(text, out_type=str, enable_sampling=True, alpha=alpha, nbest_size=-1)
+
     def prefix_tokens(self, text: str) -> tuple[list[str], str]:
         """The pieces of the complete words, and the last word as typed (`Tokenizer`): its pieces
         depend on how it ends, so it is left to be spelled."""

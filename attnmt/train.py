@@ -34,6 +34,7 @@ from attnmt.model import build_model
 from attnmt.runlog import MetricsLog, ProgressDisplay
 from attnmt.schedules import lr_multiplier, teacher_forcing_ratio
 from attnmt.search import SearchOptions, decode_all
+from attnmt.subwords import Resegmenter
 from attnmt.utils import Interrupted, StopSignal, UserError, WriteFailed, choose_device, seed_everything
 from attnmt.vocab import EOS, PAD
 
@@ -254,6 +255,8 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir, self.progress.step if resume else None, self.context.is_main)
         self.ddp_model = distributed.wrap(self.model, self.context, self.device)
         self.sampler = self.bundle.sampler(config.data, shuffle=True, seed=config.train.seed)
+        alpha = config.data.subword_sampling
+        self.resegment = Resegmenter(self.bundle.codec, alpha, config.train.seed) if alpha > 0 else None
         self.display = ProgressDisplay(
             total_steps=config.train.max_steps, total_minutes=config.train.max_minutes, enabled=self.context.is_main
         )
@@ -317,11 +320,15 @@ class Trainer:
             keep=self.config.train.keep_checkpoints,
         )
 
-    def local_batch(self, indices: list[int]) -> Batch:
+    def local_batch(self, indices: list[int], epoch: int = 0, position: int = 0) -> Batch:
         """This process's share of a global batch, collated on the host; pinned for a GPU, so the
-        copy to it runs without holding the host."""
+        copy to it runs without holding the host. With subword sampling, its sentences segmented
+        at random, the draws fixed by (seed, epoch, position)."""
         share, _ = _shard(indices, self.context.rank, self.context.world_size)
-        batch = collate(share, self.bundle.train.src_ids, self.bundle.train.tgt_ids)
+        src_ids, tgt_ids = self.bundle.train.src_ids, self.bundle.train.tgt_ids
+        if self.resegment is not None:
+            src_ids, tgt_ids = self.resegment(share, src_ids, tgt_ids, epoch, position)
+        batch = collate(share, src_ids, tgt_ids)
         return batch.pin_memory() if self.device.type == "cuda" else batch
 
     def train_step(self, indices: list[int], batch: Batch | None = None) -> torch.Tensor:
@@ -393,7 +400,9 @@ class Trainer:
         # on a CPU the step uses every core, so each is made in line.
         ahead = 2 if self.device.type == "cuda" else 0
         stream = feed(
-            self.sampler.iterate(progress.epoch, progress.position), lambda item: self.local_batch(item[2]), ahead
+            self.sampler.iterate(progress.epoch, progress.position),
+            lambda item: self.local_batch(item[2], item[0], item[1]),
+            ahead,
         )
         started, elapsed_before = time.perf_counter(), progress.elapsed
         # The loss is summed on the device and read at logging only: no wait for the GPU per step for it.

@@ -86,6 +86,7 @@ ALLOWED = {
     "ensemble": {"utils", "search", "tokenize"},
     "quantize": {"utils", "export"},
     "average": {"utils", "checkpoint"},
+    "subwords": {"codec", "tokenize", "vocab"},
     "train": {
         "utils",
         "config",
@@ -102,6 +103,7 @@ ALLOWED = {
         "schedules",
         "distributed",
         "runlog",
+        "subwords",
     },
     "translate": {"utils", "config", "codec", "alignment", "constrained", "prefix", "search", "plot", "vocab"},
     "loading": {
@@ -212,6 +214,7 @@ NO_TORCH = (
     "config",
     "utils",
     "provenance",
+    "subwords",
     "tokenize",
     "vocab",
     "synthetic",

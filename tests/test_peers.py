@@ -219,6 +219,9 @@ def test_quality_mode_races_every_seed_and_keeps_finished_runs(setup, tmp_path):
     assert run["updates"] == 5 and [point["step"] for point in run["curve"]] == [5]
     assert run["best"]["valid_bleu_tok_lc"] == pytest.approx(100.0)
     assert set(run["test2016"]) == {"beam1", "beam5"} and "git_commit" in run["provenance"]
+    # a race spans invocations: each run says when it started and the code and load at both ends
+    assert run["started"] and run["provenance_at_start"]["git_commit"] == run["provenance"]["git_commit"]
+    assert "load_average" in run["provenance_at_start"] and "dirty_paths" in run["provenance"]
     assert entry["summary"]["seeds"] == [1, 2] and entry["summary"]["test2016"]["beam5"]["median"] == pytest.approx(100)
     # the results after each run, so that a file written there survives an interruption
     assert [[r["seed"] for r in race["systems"]["a"]["runs"]] for race in saved] == [[1], [1, 2]]

@@ -8,13 +8,14 @@ import pytest
 import torch
 
 from attnmt.config import Config, ConfigError, ModelConfig, load_config
-from attnmt.data import collate
+from attnmt.data import build_data, collate
 from attnmt.dropout import WordDropout
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu
 from attnmt.model import build_model
+from attnmt.subwords import Resegmenter
 from attnmt.train import fit, loss_denominator, token_loss
-from attnmt.vocab import EOS, PAD
+from attnmt.vocab import EOS, PAD, UNK
 
 # A reversal task small enough for a few training steps in a second.
 SMALL = ["data.corpus=reverse", "data.synthetic_size=200", "data.valid_size=20", "data.test_size=20", "train.threads=1"]
@@ -162,3 +163,49 @@ def test_validation_records_the_length_ratio(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     ratios = [r["valid_length_ratio"] for r in records if "valid_bleu" in r]
     assert ratios and all(ratio > 0 for ratio in ratios)
+
+
+SENTENCEPIECE = ["data.tokenizer=sentencepiece", "data.spm_vocab_size=40", "data.subword_sampling=0.3"]
+
+
+def test_subword_sampling_resegments_the_same_text_and_repeats_a_batch_exactly(tmp_path):
+    config = tiny_config(tmp_path / "run", *SENTENCEPIECE)
+    bundle = build_data(config.data)
+    codec, train = bundle.codec, bundle.train
+    resegment = Resegmenter(codec, 0.3, seed=1)
+    indices = list(range(40))
+    src, tgt = resegment(indices, train.src_ids, train.tgt_ids, epoch=0, position=7)
+    changed = 0
+    for i in indices:
+        for ids, sampled, vocab, tokenizer in (
+            (train.src_ids[i], src[i], codec.src_vocab, codec.src_tokenizer),
+            (train.tgt_ids[i], tgt[i], codec.tgt_vocab, codec.tgt_tokenizer),
+        ):
+            assert UNK not in sampled  # the vocabulary holds every piece a sampled segmentation may use
+            assert tokenizer.detokenize(vocab.decode(sampled)) == tokenizer.detokenize(vocab.decode(ids))
+            changed += list(sampled) != list(ids)
+    assert changed > 10  # 80 sentences, merges dropped with probability 0.3
+    assert (src, tgt) == resegment(indices, train.src_ids, train.tgt_ids, epoch=0, position=7)
+    assert (src, tgt) != resegment(indices, train.src_ids, train.tgt_ids, epoch=0, position=8)
+
+
+def test_a_run_with_subword_sampling_resumes_bit_for_bit(tmp_path, monkeypatch):
+    batches = []
+    resample = Resegmenter.__call__
+    monkeypatch.setattr(Resegmenter, "__call__", lambda *args, **kw: batches.append(1) or resample(*args, **kw))
+    steps = ["train.valid_every=5", "train.log_every=1"]
+    fit(tiny_config(tmp_path / "whole", *SENTENCEPIECE, *steps, "train.max_steps=10"), log=quiet)
+    fit(tiny_config(tmp_path / "split", *SENTENCEPIECE, *steps, "train.max_steps=5"), log=quiet)
+    fit(tiny_config(tmp_path / "split", *SENTENCEPIECE, *steps, "train.max_steps=10"), resume=True, log=quiet)
+
+    def losses(run):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        return [record["train_loss"] for record in map(json.loads, lines) if "train_loss" in record]
+
+    assert len(losses(tmp_path / "whole")) == 10 and losses(tmp_path / "whole") == losses(tmp_path / "split")
+    assert len(batches) >= 20  # every training batch of the three runs was resegmented
+
+
+def test_subword_sampling_needs_sentencepiece():
+    with pytest.raises(ConfigError, match=r"data\.subword_sampling needs data\.tokenizer: sentencepiece"):
+        load_config(None, ["data.subword_sampling=0.1"])

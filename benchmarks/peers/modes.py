@@ -17,6 +17,7 @@ import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -195,6 +196,7 @@ def _race_summary(runs: list[dict]) -> dict:
 
 def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, options: QualityOptions, seed: int) -> None:
     harness.say(f"{system.name}: training for {options.minutes:g} minutes, seed {seed}")
+    started, at_start = datetime.now(timezone.utc).isoformat(timespec="seconds"), provenance()
     finished, events = harness.train(
         system, folder, steps=None, max_minutes=options.minutes, save_every=options.save_every, seed=seed
     )
@@ -224,8 +226,11 @@ def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, option
         "curve": curve,
         "best": best,
         "test2016": test,
-        # a race may span sessions and commits: each run records what it ran on
+        # a race may span sessions and commits: each run records what it ran on, when it started, and
+        # the code and load average when its training started and when its scoring ended
         "machine": describe_machine(torch.device("cpu")),
+        "started": started,
+        "provenance_at_start": at_start,
         "provenance": provenance(),
     }
     with atomic_path(folder / "result.json") as temporary:
