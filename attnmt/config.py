@@ -120,6 +120,11 @@ class ModelConfig(_Section):
         description="in training, each source and target input token's whole embedding is zeroed with this "
         "probability (the rest scaled by 1/(1-p)), on top of dropout",
     )
+    locked_dropout: bool = Field(
+        False,
+        description="variational dropout: the dropout on embeddings and on the output layer's input draws one "
+        "mask a sentence, the same at every step (not between stacked RNN layers); needs teacher_forcing 1",
+    )
     feed_dropout: bool = Field(
         False,
         description="luong with input feeding: the next step is fed the attentional vector after dropout "
@@ -148,6 +153,10 @@ class ModelConfig(_Section):
     def _feed_dropout_needs_feeding(self) -> ModelConfig:
         if self.feed_dropout and not (self.decoder == "luong" and self.input_feeding):
             raise ValueError("feed_dropout applies to the luong decoder with input_feeding: true only")
+        if self.feed_dropout and self.locked_dropout:
+            raise ValueError(
+                "feed_dropout and locked_dropout cannot be combined: the fed vector is dropped step by step"
+            )
         return self
 
 
@@ -241,6 +250,11 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _tied_source_needs_one_vocabulary(self) -> Config:
+        if self.model.locked_dropout and self.train.teacher_forcing < 1.0:
+            raise ValueError(
+                "model.locked_dropout needs train.teacher_forcing: 1.0 (its masks are drawn for the whole "
+                "teacher-forced sentence; sampled feeding steps one token at a time)"
+            )
         if self.data.subword_sampling > 0 and self.data.tokenizer != "sentencepiece":
             raise ValueError("data.subword_sampling needs data.tokenizer: sentencepiece (word tokens have no pieces)")
         if self.model.tie_source_embeddings and not self.data.shared_vocab:

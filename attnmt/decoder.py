@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnmt.dropout import WordDropout
+from attnmt.dropout import LockedDropout, WordDropout
 from attnmt.vocab import PAD
 
 
@@ -264,13 +264,15 @@ class BahdanauDecoder(nn.Module):
         memory_size: int,
         dropout: float = 0.0,
         word_dropout: float = 0.0,
+        locked_dropout: bool = False,
         tie_embeddings: bool = False,
         padding_idx: int = PAD,
     ):
         super().__init__()
         self.embedding_size, self.hidden_size = embedding_size, hidden_size
         self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=padding_idx)
-        self.dropout = nn.Dropout(dropout)
+        # one mask a sentence over the teacher-forced (B, T, .) tensors with locked_dropout
+        self.dropout = LockedDropout(dropout) if locked_dropout else nn.Dropout(dropout)
         self.word_dropout = WordDropout(word_dropout)
         self.bridge = bridge
         self.attention = attention
@@ -366,6 +368,7 @@ class LuongDecoder(nn.Module):
         feed_dropout: bool = False,
         dropout: float = 0.0,
         word_dropout: float = 0.0,
+        locked_dropout: bool = False,
         tie_embeddings: bool = False,
         padding_idx: int = PAD,
     ):
@@ -375,7 +378,8 @@ class LuongDecoder(nn.Module):
         self.embedding_size, self.hidden_size, self.input_feeding = embedding_size, hidden_size, input_feeding
         self.feed_dropout = feed_dropout
         self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=padding_idx)
-        self.dropout = nn.Dropout(dropout)
+        # one mask a sentence over the teacher-forced (B, T, .) tensors with locked_dropout
+        self.dropout = LockedDropout(dropout) if locked_dropout else nn.Dropout(dropout)
         self.word_dropout = WordDropout(word_dropout)
         self.bridge = bridge
         self.attention = attention

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnmt.dropout import WordDropout
+from attnmt.dropout import LockedDropout, WordDropout
 
 
 class Encoder(nn.Module):
@@ -33,13 +33,14 @@ class Encoder(nn.Module):
         rnn: str = "gru",
         dropout: float = 0.0,
         word_dropout: float = 0.0,
+        locked_dropout: bool = False,
         padding_idx: int = 0,
     ):
         super().__init__()
         if rnn not in ("gru", "lstm"):
             raise ValueError(f"unknown rnn {rnn!r}; expected gru or lstm")
         self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=padding_idx)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = LockedDropout(dropout) if locked_dropout else nn.Dropout(dropout)
         self.word_dropout = WordDropout(word_dropout)
         rnn_class = nn.GRU if rnn == "gru" else nn.LSTM
         self.rnn = rnn_class(

@@ -104,6 +104,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
         rnn=cfg.rnn,
         dropout=cfg.dropout,
         word_dropout=cfg.word_dropout,
+        locked_dropout=cfg.locked_dropout,
         padding_idx=PAD,
     )
     sizes = {"query_size": cfg.decoder_hidden, "key_size": encoder.output_size}
@@ -132,6 +133,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
         "memory_size": encoder.output_size,
         "dropout": cfg.dropout,
         "word_dropout": cfg.word_dropout,
+        "locked_dropout": cfg.locked_dropout,
         "tie_embeddings": cfg.tie_embeddings,
         "padding_idx": PAD,
     }

@@ -1,5 +1,6 @@
 """Recipe options, each checked against its definition: the loss without </s> smoothing and its
-normalizations, word dropout, the fed vector after dropout, and three-way tied embeddings."""
+normalizations, word dropout, locked dropout, the fed vector after dropout, three-way tied
+embeddings and subword sampling."""
 
 import json
 import math
@@ -9,7 +10,7 @@ import torch
 
 from attnmt.config import Config, ConfigError, ModelConfig, load_config
 from attnmt.data import build_data, collate
-from attnmt.dropout import WordDropout
+from attnmt.dropout import LockedDropout, WordDropout
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu
 from attnmt.model import build_model
@@ -209,3 +210,40 @@ def test_a_run_with_subword_sampling_resumes_bit_for_bit(tmp_path, monkeypatch):
 def test_subword_sampling_needs_sentencepiece():
     with pytest.raises(ConfigError, match=r"data\.subword_sampling needs data\.tokenizer: sentencepiece"):
         load_config(None, ["data.subword_sampling=0.1"])
+
+
+def test_locked_dropout_draws_one_mask_a_sentence_for_every_step():
+    torch.manual_seed(0)
+    dropout = LockedDropout(0.5).train()
+    x = torch.rand(64, 9, 16) + 0.5
+    dropped = dropout(x)
+    kept = dropped != 0  # (B, T, D)
+    assert torch.equal(kept, kept[:, :1].expand_as(kept))  # a feature is dropped at every step or at none
+    torch.testing.assert_close(dropped[kept], x[kept] / 0.5)
+    assert 0.4 < float(kept[:, 0].float().mean()) < 0.6
+    assert not torch.equal(kept[0, 0], kept[1, 0])  # each sentence its own mask
+    assert torch.equal(dropout.eval()(x), x)
+
+
+@pytest.mark.parametrize("decoder", ["bahdanau", "luong"])
+def test_a_locked_model_drops_the_same_embedding_features_at_every_step(decoder):
+    torch.manual_seed(0)
+    config = ModelConfig(
+        embedding_size=6, encoder_hidden=5, decoder_hidden=7, decoder=decoder, dropout=0.5, locked_dropout=True
+    )
+    model = build_model(config, 11, 13).train()
+    assert isinstance(model.encoder.dropout, LockedDropout) and isinstance(model.decoder.dropout, LockedDropout)
+    seen = []
+    model.decoder.dropout.register_forward_hook(lambda module, inputs, output: seen.append((inputs[0], output)))
+    src, lengths = torch.tensor([[4, 5, 6], [7, 8, 9]]), torch.tensor([3, 3])
+    model(src, lengths, torch.tensor([[2, 4, 5, 6], [2, 7, 8, 9]]))
+    embedded, dropped = seen[0]  # the target embeddings (B, T, E), first through the decoder's dropout
+    zeroed = (dropped == 0) & (embedded != 0)
+    assert zeroed.any() and torch.equal(zeroed, zeroed[:, :1].expand_as(zeroed))
+
+
+def test_locked_dropout_is_refused_with_what_steps_one_token_at_a_time():
+    with pytest.raises(ValueError, match="feed_dropout and locked_dropout cannot be combined"):
+        ModelConfig(decoder="luong", feed_dropout=True, locked_dropout=True)
+    with pytest.raises(ConfigError, match=r"model\.locked_dropout needs train\.teacher_forcing: 1\.0"):
+        load_config(None, ["model.locked_dropout=true", "train.teacher_forcing=0.5"])
