@@ -17,14 +17,21 @@ import torch
 from torch import nn
 
 
-class WordDropout(nn.Module):
-    """embedded (B, [T,] E) -> the same shape, each token's row zeroed with probability p in training."""
+class _Dropout(nn.Module):
+    """A dropout module's probability p, checked, and shown in the module's repr."""
 
     def __init__(self, p: float = 0.0):
         super().__init__()
         if not 0.0 <= p < 1.0:
-            raise ValueError(f"word dropout must be in [0, 1), got {p}")
+            raise ValueError(f"{type(self).__name__} needs p in [0, 1), got {p}")
         self.p = p
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class WordDropout(_Dropout):
+    """embedded (B, [T,] E) -> the same shape, each token's row zeroed with probability p in training."""
 
     def forward(self, embedded: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:  # no random numbers drawn: runs without it are unchanged
@@ -32,11 +39,8 @@ class WordDropout(nn.Module):
         keep = torch.empty((*embedded.shape[:-1], 1), device=embedded.device, dtype=embedded.dtype)
         return embedded * keep.bernoulli_(1.0 - self.p) / (1.0 - self.p)
 
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
 
-
-class LockedDropout(nn.Module):
+class LockedDropout(_Dropout):
     """Variational dropout (Gal and Ghahramani 2016): x (B, T, D) -> the same shape, one mask (B, 1, D)
     drawn per sentence and applied at every time step, kept features scaled by 1/(1-p).
 
@@ -57,6 +61,3 @@ class LockedDropout(nn.Module):
         shape = (x.shape[0], *([1] * (x.dim() - 2)), x.shape[-1]) if x.dim() > 2 else x.shape
         keep = torch.empty(shape, device=x.device, dtype=x.dtype).bernoulli_(1.0 - self.p)
         return x * keep / (1.0 - self.p)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
