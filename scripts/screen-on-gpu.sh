@@ -6,6 +6,7 @@
 # study databases, reports, the trials' configs, metrics and logs, and the valid scores.
 #
 #   scripts/screen-on-gpu.sh OUT_DIR SECONDS STUDY.yaml [STUDY.yaml ...]
+#   AVERAGE_LAST=5 scripts/screen-on-gpu.sh ...   # also score each trial's last 5 checkpoints averaged
 #
 # Trials still training at the deadline are stopped by SIGINT (the sweep retires them for a
 # resume) and keep their validation curves in metrics.jsonl. PYTHON names the interpreter
@@ -51,15 +52,21 @@ for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null; done
 for pid in "${pids[@]}"; do wait "$pid"; done
 log "sweeps ended"
 
-# Each trial with a best checkpoint, scored on the whole valid split with beam 5, in parallel.
+# Each trial with a best checkpoint, scored on the whole valid split with beam 5, in parallel;
+# with AVERAGE_LAST=N, also the average of its last N checkpoints (a trial that kept N or more).
+average=${AVERAGE_LAST:-0}
 for study in "$@"; do
   dir=$("$python" -c "import sys; from attnmt.sweep.spec import load_plan; print(load_plan(sys.argv[1]).sweep_dir)" "$study")
   for trial in "$dir"/trials/*/; do
-    [ -f "$trial/checkpoints/index.json" ] && {
-      name=$(basename "$dir")--$(basename "$trial")
-      timeout 180 "$python" -m attnmt evaluate "$trial" --split valid --beam 5 --output-dir "$out/eval/$name" \
-        >"$out/eval/$name.log" 2>&1 &
-    }
+    [ -f "$trial/checkpoints/index.json" ] || continue
+    name=$(basename "$dir")--$(basename "$trial")
+    {
+      timeout 180 "$python" -m attnmt evaluate "$trial" --split valid --beam 5 --output-dir "$out/eval/$name"
+      if [ "$average" -gt 1 ] && timeout 120 "$python" -m attnmt average "$trial" --last "$average"; then
+        timeout 180 "$python" -m attnmt evaluate "$trial/checkpoints/averaged" --split valid --beam 5 \
+          --output-dir "$out/eval/$name--averaged"
+      fi
+    } >"$out/eval/$name.log" 2>&1 &
   done
 done
 wait

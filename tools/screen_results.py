@@ -9,7 +9,8 @@ evaluation.json from `attnmt evaluate TRIAL --split valid --beam 5`). The named 
 trials are grouped into points (the same config but for the seed, so one point may span two
 sweeps, one per seed) and each point gets the median and range of its seeds' figures: beam
 BLEU, chrF and hypothesis/reference length on the whole valid split, the in-training greedy
-validation BLEU at the last step, and the difference from the point named `baseline`. Every
+validation BLEU at the last step, the difference from the point named `baseline`, and, where
+the screen averaged each trial's last checkpoints (AVERAGE_LAST), the average's beam BLEU. Every
 trial keeps what it recorded: its command, machine, and the code's commit and dirty paths when
 it started and ended. The test split is not read here; the decision is the valid split's.
 """
@@ -33,10 +34,11 @@ SEED = "train.seed"
 NOT_THE_RECIPE = (*SET_BY_SWEEP, SEED, "train.device", "data.data_dir")
 
 
-def _valid_scores(screen_dirs: list[Path], study: str, trial: str) -> dict | None:
-    """The trial's `attnmt evaluate --split valid` figures, from whichever screen holds them."""
+def _valid_scores(screen_dirs: list[Path], study: str, trial: str, suffix: str = "") -> dict | None:
+    """The trial's `attnmt evaluate --split valid` figures, from whichever screen holds them;
+    `suffix` "--averaged" for those of its last checkpoints averaged."""
     for folder in screen_dirs:
-        for path in folder.rglob(f"eval/{study}--{trial}/evaluation.json"):
+        for path in folder.rglob(f"eval/{study}--{trial}{suffix}/evaluation.json"):
             run = json.loads(path.read_text(encoding="utf-8"))["runs"][0]
             keys = ("checkpoint", "search", "sentences", "bleu", "length_ratio", "chrf", "tokenized_bleu")
             return {key: run[key] for key in keys} | {"signature": run["bleu_signature"]}
@@ -55,6 +57,9 @@ def collect(screen_dirs: list[Path], studies: list[str]) -> list[dict]:
             trial["config"] = {k: v for k, v in flatten(config).items() if k not in NOT_THE_RECIPE}
             trial["seed"] = config.train.seed
             trial["valid_beam"] = _valid_scores(screen_dirs, study, trial["name"])
+            averaged = _valid_scores(screen_dirs, study, trial["name"], "--averaged")
+            if averaged is not None:
+                trial["valid_beam_averaged"] = averaged
             trials.append(trial)
     return trials
 
@@ -84,6 +89,9 @@ def points(trials: list[dict]) -> list[dict]:
                 "valid_greedy_bleu_last": _spread([t["validation"][-1]["valid_bleu"] for t in scored]),
             }
         )
+        averaged = [t["valid_beam_averaged"]["bleu"] for t in scored if "valid_beam_averaged" in t]
+        if len(averaged) == len(scored):
+            rows[-1]["valid_beam_averaged_bleu"] = _spread(averaged)
     base = next((row for row in rows if row["point"] == "baseline"), None)
     for row in rows:
         row["delta_bleu"] = (
@@ -100,6 +108,7 @@ def _cell(spread: dict, digits: int) -> str:
 
 def screen_table(rows: list[dict]) -> list[str]:
     headers = ["point", "seeds", "updates", "valid BLEU, beam", "vs baseline", "length ratio", "chrF"]
+    averaged = any("valid_beam_averaged_bleu" in row for row in rows)
     body = [
         [
             row["point"],
@@ -109,10 +118,11 @@ def screen_table(rows: list[dict]) -> list[str]:
             "-" if row["delta_bleu"] is None else f"{row['delta_bleu']:+.2f}",
             _cell(row["valid_beam_length_ratio"], 3),
             _cell(row["valid_beam_chrf"], 2),
+            *([_cell(row["valid_beam_averaged_bleu"], 2) if "valid_beam_averaged_bleu" in row else "-"] * averaged),
         ]
         for row in rows
     ]
-    return markdown_table(headers, body)
+    return markdown_table([*headers, *["last checkpoints averaged"] * averaged], body)
 
 
 def main(argv: list[str] | None = None) -> int:
