@@ -288,7 +288,10 @@ def _collect(finished, src_lengths: torch.Tensor, options: SearchOptions) -> lis
             if log_probs[i, k] == float("-inf"):
                 continue
             steps = int((tokens[i, k] != PAD).sum())
-            score = float(log_probs[i, k]) / float(length_penalty(torch.tensor(steps), options.length_penalty))
+            # greedy options report the log-probability, as greedy search does: a free sentence's
+            # score must not depend on whether a batch-mate has phrases
+            alpha = 0.0 if options.is_greedy else options.length_penalty
+            score = float(log_probs[i, k]) / float(length_penalty(torch.tensor(steps), alpha))
             hypotheses.append(
                 hypothesis_of(tokens[i, k], attention[i, k], float(log_probs[i, k]), score, int(src_lengths[i]))
             )
