@@ -109,7 +109,8 @@ class Hypothesis:
     limit EOS is forced, so every hypothesis ends with EOS."""
 
     tokens: list[int]
-    score: float  # log-probability / length penalty (the ranking score); greedy, which ranks nothing: the log-probability
+    # log-probability / length penalty (the ranking score); greedy, which ranks nothing: the log-probability
+    score: float
     log_prob: float  # summed log-probability of the generated tokens (EOS included)
     attention: torch.Tensor
 
