@@ -16,14 +16,20 @@ import torch
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS, PAD
 
+# When a beam search ends a sentence: once K hypotheses have finished (attnmt's rule), or as soon as
+# the best-scored candidate of a step is a finished one (OpenNMT-py's, whose beam then also keeps
+# only the unfinished among the step's top K).
+STOPPING = ("k_finished", "best_finished")
+
 
 @dataclass(frozen=True)
 class SearchOptions:
     """How to search, under the names of the config's `decode` section.
 
     beam_size 1 with n_best 1 is greedy search. length_penalty is GNMT's alpha (0 ranks by raw
-    log-probability). Each sentence may produce at most max_length_a * source length +
-    max_length_b tokens, EOS included, and never more than max_length when that is set.
+    log-probability). stopping says when a beam search ends a sentence (`STOPPING`). Each
+    sentence may produce at most max_length_a * source length + max_length_b tokens, EOS
+    included, and never more than max_length when that is set.
     Impossible settings are a UserError naming the setting (`decode.beam_size`, ...) and saying why.
     """
 
@@ -33,8 +39,13 @@ class SearchOptions:
     max_length_a: float = 1.5
     max_length_b: int = 10
     max_length: int | None = None
+    stopping: str = "k_finished"
 
     def __post_init__(self) -> None:
+        if self.stopping not in STOPPING:
+            raise UserError(
+                f"stopping must be one of {', '.join(STOPPING)}, got {self.stopping!r}", field="decode.stopping"
+            )
         if self.length_penalty < 0:
             raise UserError(
                 f"length penalty must be >= 0 (0 = raw log-probability), got {self.length_penalty}",
@@ -68,6 +79,7 @@ class SearchOptions:
             "length_penalty": decode.length_penalty,
             "max_length_a": decode.max_length_a,
             "max_length_b": decode.max_length_b,
+            "stopping": decode.stopping,
         }
         return cls(**(settings | {key: value for key, value in overrides.items() if value is not None}))
 

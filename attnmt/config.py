@@ -223,6 +223,12 @@ class DecodeConfig(_Section):
     beam_size: int = Field(5, ge=1)
     n_best: int = Field(1, ge=1, description="hypotheses `attnmt translate` prints a sentence (its --n-best default)")
     length_penalty: float = Field(1.0, ge=0.0, description="GNMT alpha; 0 = raw log-probability")
+    stopping: Literal["k_finished", "best_finished"] = Field(
+        "k_finished",
+        description="when beam search ends a sentence: k_finished once beam_size hypotheses have ended; "
+        "best_finished as soon as a step's best candidate ends, the beam keeping only the unfinished among "
+        "the step's top beam_size (OpenNMT-py's rule)",
+    )
     max_length_a: float = Field(1.5, ge=0.0, description="max output length = a * source length + b")
     max_length_b: int = Field(10, ge=1)
     batch_size: int = Field(1024, ge=1, description="at most this many sentences per batch")

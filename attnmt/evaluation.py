@@ -209,27 +209,31 @@ def tune_search(
     beams: Sequence[int] = TUNE_BEAMS,
     penalties: Sequence[float] = TUNE_PENALTIES,
     split: str = "valid",
+    stopping: str | None = None,
     say: Say = silent,
 ) -> Tuning:
     """The beam size and length penalty with the best sacreBLEU on `examples` (a validation
     split: never the test set), trying every pair (the penalty only once for greedy search,
-    which it does not change). Ties go to the smaller beam, then the smaller penalty."""
+    which it does not change), each beam search stopping as `stopping` says (default: the run's).
+    Ties go to the smaller beam, then the smaller penalty."""
     if not examples:
         raise UserError("no validation sentences to tune on")
     if not beams or min(beams) < 1:
         raise UserError(f"expected beam sizes of at least 1, got {list(beams)}", field="tune_beams")
     if penalties and min(penalties) < 0:
         raise UserError(f"expected length penalties of at least 0, got {list(penalties)}", field="tune_penalties")
-    base = translator.search_options()
+    base = translator.search_options(stopping=stopping)
     trials = []
     for beam in sorted(set(beams)):
         for penalty in sorted(set(penalties)) if beam > 1 else [base.length_penalty]:
-            options = translator.search_options(beam_size=beam, length_penalty=penalty)
+            options = translator.search_options(beam_size=beam, length_penalty=penalty, stopping=stopping)
             score = evaluate(translator, examples, options).bleu.score
             trials.append({"beam_size": beam, "length_penalty": penalty, "bleu": score})
             say(f"tuning on {split}: beam {beam}, length penalty {penalty}: BLEU {score:.2f}")
     best = max(trials, key=lambda t: (round(t["bleu"], 6), -t["beam_size"], -t["length_penalty"]))
-    chosen = translator.search_options(beam_size=best["beam_size"], length_penalty=best["length_penalty"])
+    chosen = translator.search_options(
+        beam_size=best["beam_size"], length_penalty=best["length_penalty"], stopping=stopping
+    )
     return Tuning(chosen, split, trials)
 
 
@@ -238,6 +242,7 @@ def choose_search(
     *,
     beam_size: int | None = None,
     length_penalty: float | None = None,
+    stopping: str | None = None,
     tune: bool = False,
     tune_beams: Sequence[int] | None = None,
     tune_penalties: Sequence[float] | None = None,
@@ -246,7 +251,7 @@ def choose_search(
     say: Say = silent,
 ) -> SearchOptions | Tuning:
     """How to search when scoring `scored` ("test", "valid", or "files" given by the user): the
-    run's decode settings with `beam_size` and `length_penalty` where given; or, with `tune`, the
+    run's decode settings with `beam_size`, `length_penalty` and `stopping` where given; or, with `tune`, the
     pair that scores best on the validation examples `valid()` (over `tune_beams` and
     `tune_penalties`, default TUNE_BEAMS and TUNE_PENALTIES). Tuning scores the test split only,
     never what it tuned on, and chooses both settings itself."""
@@ -254,14 +259,14 @@ def choose_search(
         if tune_beams or tune_penalties:
             field = "tune_beams" if tune_beams else "tune_penalties"
             raise UserError("a tuning grid needs tuning asked for too", field=field)
-        return translator.search_options(beam_size=beam_size, length_penalty=length_penalty)
+        return translator.search_options(beam_size=beam_size, length_penalty=length_penalty, stopping=stopping)
     if beam_size is not None or length_penalty is not None:
         raise UserError("tuning chooses the beam size and the length penalty: give neither", field="tune")
     if scored != "test":
         what = "given files" if scored == "files" else f"the {scored} split"
         raise UserError(f"tunes on the valid split and scores the test split, not {what}", field="tune")
     beams, penalties = tune_beams or TUNE_BEAMS, tune_penalties or TUNE_PENALTIES
-    tuning = tune_search(translator, valid(), beams=beams, penalties=penalties, say=say)
+    tuning = tune_search(translator, valid(), beams=beams, penalties=penalties, stopping=stopping, say=say)
     say(f"tuned on valid: beam {tuning.options.beam_size}, length penalty {tuning.options.length_penalty}")
     return tuning
 

@@ -43,6 +43,7 @@ from attnmt.beams import (
 )
 from attnmt.constrained import Requirements, constrained_beam_search
 from attnmt.graphed import fixed_beam_search, fixed_greedy
+from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS, PAD
 
 __all__ = [  # what callers import from here, the shared pieces included
@@ -325,6 +326,9 @@ def beam_search(
     spelling = None if forcing is None else forcing.start[widen]  # (B_a*K,) each live hypothesis's
     first_k = torch.arange(2 * beam, device=device)[None, :] < beam  # (1, 2K)
     beam_offsets = torch.arange(beam, device=device)  # (K,)
+    best_finished = options.stopping == "best_finished"
+    # which candidates may live on: the unfinished of all 2K, or with best_finished those of the top K
+    not_kept = ~first_k if best_finished else torch.zeros_like(first_k)
     for step in range(max_limit):
         step_log_probs, state, attention = model.next_log_probs(prev, state, encoder_output)  # (B_a*K, V), (B_a*K, S)
         rows, vocab_size = active.numel(), step_log_probs.size(-1)
@@ -358,8 +362,10 @@ def beam_search(
             candidate_attention,
         )
         done = (finished.count >= beam) | last  # (B_a,)
+        if best_finished:  # the step's best candidate has ended: so has the sentence
+            done = done | (is_eos[:, 0] & (candidate_log_probs[:, 0] > float("-inf")))
         if observer is not None:
-            slot = _next_slots(candidate_log_probs, is_eos, done)
+            slot = _next_slots(candidate_log_probs, is_eos | not_kept, done)
             observed = (origin, token, candidate_log_probs, finishing, slot, step_attention, float(penalty))
             observer(BeamStep(step, active.clone(), *observed))
         if bool(done.any()):
@@ -374,7 +380,8 @@ def beam_search(
             encoder_output = encoder_output.index_select((keep[:, None] * beam + beam_offsets).view(-1))
         else:
             keep = torch.arange(rows, device=device)
-        live_log_probs, pick = candidate_log_probs.masked_fill(is_eos, float("-inf")).topk(beam, dim=1)  # (B_a, K)
+        live = candidate_log_probs.masked_fill(is_eos | not_kept, float("-inf"))  # (B_a, 2K)
+        live_log_probs, pick = live.topk(beam, dim=1)  # (B_a, K)
         beams = Beams(live_log_probs, gather_beams(candidate_tokens, pick), gather_beams(candidate_attention, pick))
         spelling = None if spelling is None else spelling.gather(1, pick).view(-1)  # (B_a'*K,)
         state = state.index_select(
@@ -384,12 +391,12 @@ def beam_search(
     return collect_finished(results, src_lengths, options.n_best)
 
 
-def _next_slots(log_probs: torch.Tensor, is_eos: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
-    """log_probs, is_eos (B_a, 2K); done (B_a,) -> each candidate's slot among the next step's
-    beams, -1 for none. They are the top K not ending in EOS, the same `topk` the search takes
-    next; a done sentence keeps none."""
+def _next_slots(log_probs: torch.Tensor, dropped: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+    """log_probs, dropped (B_a, 2K); done (B_a,) -> each candidate's slot among the next step's
+    beams, -1 for none. They are the top K not dropped (ending in EOS, or outside the top K with
+    best_finished stopping), the same `topk` the search takes next; a done sentence keeps none."""
     beam = log_probs.size(1) // 2
-    live_log_probs, pick = log_probs.masked_fill(is_eos, float("-inf")).topk(beam, dim=1)  # (B_a, K)
+    live_log_probs, pick = log_probs.masked_fill(dropped, float("-inf")).topk(beam, dim=1)  # (B_a, K)
     ranks = torch.arange(beam, device=pick.device).expand_as(pick).masked_fill(live_log_probs == float("-inf"), -1)
     return torch.full_like(pick, -1).repeat(1, 2).scatter(1, pick, ranks).masked_fill(done[:, None], -1)
 
@@ -509,11 +516,17 @@ def decode_all(
         if chunk_prefixes is not None and any(prefix is not None for prefix in chunk_prefixes):
             forcing = Forcing.of(chunk_prefixes, restricted, device)
         if chunk_required is not None and any(chunk_required):
+            if options.stopping != "k_finished" and not options.is_greedy:
+                raise UserError(
+                    f"stopping {options.stopping} is not available with required phrases: their search "
+                    "keeps each sentence's beam until it has finished hypotheses with every phrase",
+                    field="decode.stopping",
+                )
             requirements = Requirements.of(chunk_required, restricted, device)
             batch_results = constrained_beam_search(searched, src, lengths, options, requirements)
         elif fixed_shapes and forcing is None and options.is_greedy:
             batch_results = [[h] for h in fixed_greedy(searched, src, lengths, options)]
-        elif fixed_shapes and forcing is None:
+        elif fixed_shapes and forcing is None and options.stopping == "k_finished":
             batch_results = fixed_beam_search(searched, src, lengths, options)
         elif options.is_greedy:
             batch_results = [[h] for h in greedy(searched, src, lengths, options, forcing)]

@@ -71,7 +71,7 @@ ALLOWED = {
     "constrained": {"beams", "vocab"},
     "graphed": {"beams", "vocab"},
     "feeding": set(),
-    "search": {"beams", "constrained", "graphed", "vocab"},
+    "search": {"utils", "beams", "constrained", "graphed", "vocab"},
     "prefix": {"utils", "vocab"},
     "alignment": set(),
     "shortlist": {"utils", "vocab"},

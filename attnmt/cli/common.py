@@ -25,6 +25,7 @@ FLAGS = {
     "decode.beam_size": "--beam",
     "decode.n_best": "--n-best",
     "decode.length_penalty": "--length-penalty",
+    "decode.stopping": "--stopping",
     "checkpoint": "--checkpoint",
     "device": "--device",
     "engine": "--engine",
@@ -133,6 +134,12 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--length-penalty", type=float, metavar="ALPHA", help="default: the run's decode.length_penalty"
+    )
+    parser.add_argument(
+        "--stopping",
+        choices=("k_finished", "best_finished"),
+        help="when beam search ends a sentence (default: the run's decode.stopping): once K hypotheses have "
+        "ended, or as soon as a step's best candidate ends (OpenNMT-py's rule)",
     )
 
 

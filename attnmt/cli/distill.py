@@ -44,7 +44,9 @@ def run(args: argparse.Namespace, console: Console) -> None:
     prefix = Path(args.output) if args.output else Path(args.run_dir) / "distilled" / "train"
     spec = model_spec(args, [args.run_dir, *args.ensemble], data_dir=args.data_dir)
     teacher = load(spec)
-    options = teacher.search_options(beam_size=args.beam, n_best=1, length_penalty=args.length_penalty)
+    options = teacher.search_options(
+        beam_size=args.beam, n_best=1, length_penalty=args.length_penalty, stopping=args.stopping
+    )
     sources = distinct_sources(load_corpus(teacher.config.data).train)
     say(f"distilling {len(sources):,} training sources with beam {options.beam_size} into {prefix}.*")
     done = distill(teacher, sources, prefix, options, say=say)

@@ -82,6 +82,7 @@ def evaluated(
             translator,
             beam_size=args.beam,
             length_penalty=args.length_penalty,
+            stopping=args.stopping,
             tune=tune,
             tune_beams=tune_beams,
             tune_penalties=tune_penalties,

@@ -138,7 +138,9 @@ def run(args: argparse.Namespace, console: Console) -> None:
         spec = stack.enter_context(spec.exported())  # a run on onnxruntime: exported once, for every process
         translator = load(spec)
         n_best = translator.config.decode.n_best if args.n_best is None else args.n_best
-        options = translator.search_options(beam_size=args.beam, n_best=n_best, length_penalty=args.length_penalty)
+        options = translator.search_options(
+            beam_size=args.beam, n_best=n_best, length_penalty=args.length_penalty, stopping=args.stopping
+        )
         out = stack.enter_context(output_stream(args.output))
         if not args.sentences and args.input is None and sys.stdin.isatty():  # typed lines, answered at once
             typed = (list(_sources(line, args)) for line in prompt_lines())

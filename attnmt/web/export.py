@@ -105,6 +105,12 @@ def export_web(
     _check_output(output)
     trained = load_trained(run_dir, which)
     config = trained.config
+    if config.decode.stopping != "k_finished":  # the page's search (search.js) has attnmt's rule only
+        raise UserError(
+            f"{trained.run_dir}: decode.stopping is {config.decode.stopping}, but the web page's beam search "
+            "stops once K hypotheses have ended (k_finished); export a run with that setting",
+            field="decode.stopping",
+        )
     codec = TextCodec.load(trained.run_dir, config.data)
     tokenizers = {"source": web_tokenizer(codec.src_tokenizer), "target": web_tokenizer(codec.tgt_tokenizer)}
     runtime.runtime_folder()  # fetched before the long part, so that a missing engine fails first
