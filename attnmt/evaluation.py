@@ -34,6 +34,7 @@ from attnmt.metrics import (
     tokenized_bleu,
 )
 from attnmt.plot import length_plot
+from attnmt.provenance import with_content_hash
 from attnmt.quantize import BLEU_BOUND, quantize_export
 from attnmt.search import SearchOptions
 from attnmt.shortlist import Shortlist
@@ -272,8 +273,9 @@ def choose_search(
 
 
 def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test_set: dict) -> Path:
-    """evaluation.json (`test_set` says what was translated; every figure of every run),
-    hypotheses-N.txt per run and length.png (BLEU by source length), each written atomically."""
+    """evaluation.json (`test_set` says what was translated, and how: the command, machine and code;
+    every figure of every run; a hash of the content), hypotheses-N.txt per run and length.png
+    (BLEU by source length), each written atomically."""
     out_dir = Path(out_dir)
     figures = {**test_set, "runs": []}
     try:
@@ -293,7 +295,8 @@ def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test
             hypotheses = "".join(line + "\n" for line in result.evaluation.hypotheses)
             write_text_atomic(out_dir / f"hypotheses-{index}.txt", hypotheses)
         length_plot(length_points(results), out_dir / "length.png")
-        write_text_atomic(out_dir / "evaluation.json", json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+        text = json.dumps(with_content_hash(figures), indent=2, ensure_ascii=False)
+        write_text_atomic(out_dir / "evaluation.json", text + "\n")
     except WriteFailed as error:  # a full disk: the file it names, and what is intact
         error.field = "output_dir"
         raise

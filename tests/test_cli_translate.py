@@ -14,6 +14,7 @@ import pytest
 from cli_helpers import run_error, run_ok
 
 from attnmt.cli import main
+from attnmt.provenance import content_hash
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -127,6 +128,9 @@ def test_evaluate_two_runs_prints_scores_signature_and_writes_figures(reverse_ru
     assert figures["split"] == "test" and len(figures["runs"]) == 2
     assert figures["command"] == shlex.join(["attnmt", *args])  # how the figures were made, and where
     assert figures["machine"]["cores"] >= 1 and figures["machine"]["cpu"] and figures["machine"]["torch"]
+    # the code that scored, when the command started and ended, and a hash a hand edit would break
+    assert figures["code_at_start"]["commit"] and figures["code_at_end"]["commit"]
+    assert figures["content_sha256"] == content_hash(figures)
     best = figures["runs"][0]
     assert best["sentences"] == 100 and best["bleu"] > 50 and best["chrf"] > 50 and best["tokenized_bleu"] > 50
     assert best["bootstrap"]["p_value"] is None and figures["runs"][1]["bootstrap"]["p_value"] is not None

@@ -121,6 +121,7 @@ ALLOWED = {
     },
     "evaluation": {
         "utils",
+        "provenance",
         "config",
         "checkpoint",
         "corpora",
@@ -200,7 +201,7 @@ ALLOWED = {
     "cli.score": {"utils", "alignment", "loading", "textfiles", "translate", "cli.common"},
     "cli.distill": {"corpora", "distill", "loading", "cli.common"},
     "cli.shortlist": {"evaluation", "shortlist", "cli.common"},
-    "cli.evaluate": {"utils", "corpora", "evaluation", "tables", "cli.common"},
+    "cli.evaluate": {"utils", "provenance", "corpora", "evaluation", "tables", "cli.common"},
     "cli.average": {"average", "cli.common"},
     "cli.plot": {"utils", "evaluation", "loading", "plot", "runlog", "translate", "cli.common", "cli.evaluate"},
     "cli.export": {"evaluation", "export", "loading", "quantize", "cli.common", "web.export"},

@@ -99,7 +99,9 @@ def evaluated(
 
 def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.evaluation import write_evaluation  # torch: not loaded to build the parser
+    from attnmt.provenance import code_state
 
+    code_at_start = code_state()
     results = evaluated(
         args,
         console,
@@ -121,5 +123,6 @@ def run(args: argparse.Namespace, console: Console) -> None:
     if args.output_dir:
         test_set = {"split": None if args.src else args.split, "src": args.src, "refs": args.ref}
         test_set |= {"command": args.command_line, "machine": describe_machine(choose_device(args.device))}
+        test_set |= {"code_at_start": code_at_start, "code_at_end": code_state()}
         out_dir = write_evaluation(results, args.output_dir, test_set)
         say(f"wrote {out_dir}/evaluation.json and length.png")
