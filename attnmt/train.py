@@ -256,6 +256,8 @@ class Trainer:
         self.ddp_model = distributed.wrap(self.model, self.context, self.device)
         self.sampler = self.bundle.sampler(config.data, shuffle=True, seed=config.train.seed)
         alpha = config.data.subword_sampling
+        if alpha > 0 and self.context.world_size > 1:  # a rank would not know the others' sampled lengths
+            raise UserError("data.subword_sampling is for one training process; run without torchrun")
         self.resegment = Resegmenter(self.bundle.codec, alpha, config.train.seed) if alpha > 0 else None
         self.display = ProgressDisplay(
             total_steps=config.train.max_steps, total_minutes=config.train.max_minutes, enabled=self.context.is_main
@@ -336,8 +338,12 @@ class Trainer:
         made ahead; else made here); returns the loss as `train.loss_normalization` divides it (detached)."""
         train = self.config.train
         _, weight = _shard(indices, self.context.rank, self.context.world_size)
-        batch = (batch or self.local_batch(indices)).to(self.device, non_blocking=True)
-        tgt_lengths = self.sampler.tgt_lengths[indices]
+        batch = batch or self.local_batch(indices)
+        if self.resegment is None:
+            tgt_lengths = self.sampler.tgt_lengths[indices]
+        else:  # the sampled segmentation's own lengths (one process), longer than the corpus's
+            tgt_lengths = ((batch.tgt_out != PAD).sum(dim=1) - 1).numpy()
+        batch = batch.to(self.device, non_blocking=True)
         global_tokens = int(tgt_lengths.sum()) + len(indices)  # +1 a pair: EOS
         ratio = teacher_forcing_ratio(
             self.progress.step,

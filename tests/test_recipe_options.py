@@ -15,7 +15,7 @@ from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu
 from attnmt.model import build_model
 from attnmt.subwords import Resegmenter
-from attnmt.train import fit, loss_denominator, token_loss
+from attnmt.train import Trainer, fit, loss_denominator, token_loss
 from attnmt.vocab import EOS, PAD, UNK
 
 # A reversal task small enough for a few training steps in a second.
@@ -205,6 +205,16 @@ def test_a_run_with_subword_sampling_resumes_bit_for_bit(tmp_path, monkeypatch):
 
     assert len(losses(tmp_path / "whole")) == 10 and losses(tmp_path / "whole") == losses(tmp_path / "split")
     assert len(batches) >= 20  # every training batch of the three runs was resegmented
+
+
+def test_the_loss_is_per_token_of_the_sampled_segmentation(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path / "run", *SENTENCEPIECE), resume=False, data_dir=None, log=quiet)
+    indices = trainer.sampler.epoch_batches(0)[0].tolist()
+    batch = trainer.local_batch(indices, 0, 0)
+    sampled = int((batch.tgt_out != PAD).sum())
+    assert sampled != int(trainer.sampler.tgt_lengths[indices].sum()) + len(indices)  # the segmentation changed
+    trainer.train_step(indices, batch)
+    assert trainer.progress.tokens == sampled  # the loss's denominator and throughput count these tokens
 
 
 def test_subword_sampling_needs_sentencepiece():
