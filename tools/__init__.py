@@ -17,6 +17,11 @@ to the modules present):
   students), collected from the folder `scripts/distillation.sh` trains in.
 - `data_stats`: `attnmt data stats` over several configs (pairs, lengths, coverage, the padding
   share of the batches), kept as one raw result with the command and machine.
+- `raw_results`: which raw results may be quoted (a recorded commit, no edit of `attnmt/` or
+  `benchmarks/` while the run ran, the content hash it was written with), and the older files
+  exempted (`LEGACY`); `quote` refuses the others.
+- `screen_results`: a GPU screen's sweep trials (`scripts/screen-on-gpu.sh`) grouped into points,
+  with their seeds' beam scores on the validation split, as one raw result and its table.
 
 Tools import `attnmt` and `benchmarks` (whose reports render the tables they quote; `init_parts`
 also wraps the trainer's model builder); nothing in
