@@ -21,7 +21,8 @@ mkdir -p "$out/eval"
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 
 if command -v nvidia-cuda-mps-control >/dev/null && [ "${MPS:-1}" = 1 ]; then
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mps=$(mktemp -d)  # the daemon's pipes and log, short paths (a socket's path is limited in length)
+  export CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log"
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   if timeout 20 nvidia-cuda-mps-control -d && timeout 90 "$python" -c "import torch; torch.ones(1, device='cuda').sum().item()"; then
     log "MPS daemon started"
