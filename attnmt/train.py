@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from attnmt import distributed
 from attnmt.checkpoint import load_trainer_state, load_weights, read_index, resolve_checkpoint, save_checkpoint
@@ -29,6 +28,7 @@ from attnmt.codec import TextCodec
 from attnmt.config import Config, save_config
 from attnmt.data import Batch, DataBundle, collate, prepared_data
 from attnmt.feeding import feed
+from attnmt.loss import loss_denominator, token_loss
 from attnmt.metrics import bleu, perplexity
 from attnmt.model import build_model
 from attnmt.runlog import MetricsLog, ProgressDisplay
@@ -36,7 +36,7 @@ from attnmt.schedules import lr_multiplier, teacher_forcing_ratio
 from attnmt.search import SearchOptions, decode_all
 from attnmt.subwords import Resegmenter
 from attnmt.utils import Interrupted, StopSignal, UserError, WriteFailed, choose_device, seed_everything
-from attnmt.vocab import EOS, PAD
+from attnmt.vocab import PAD
 
 
 class TrainingDiverged(UserError):
@@ -56,37 +56,6 @@ class Progress:
     bad_validations: int = 0
     plateau_scale: float = 1.0  # reduce-on-plateau factor applied to the scheduled lr
     history: list[float] = field(default_factory=list)  # validation scores, oldest first
-
-
-def token_loss(
-    logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0, smooth_eos: bool = True
-) -> torch.Tensor:
-    """Summed cross-entropy over non-pad targets: logits (B, T, V), targets (B, T) -> scalar.
-
-    With label smoothing ε each target's distribution is (1 - ε) one-hot + ε uniform over the
-    V classes (F.cross_entropy's; log-softmax and NLL fused in one pass, stable in float32).
-    `smooth_eos` false leaves </s> out of it: a </s> target stays one-hot, and the uniform part
-    of every other target spreads over the V - 1 classes besides </s>, so smoothing teaches the
-    model neither to doubt an ending nor to expect one anywhere.
-    """
-    logits, targets = logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1)  # (N, V), (N,)
-    if smooth_eos or label_smoothing == 0.0:
-        return F.cross_entropy(logits, targets, ignore_index=PAD, reduction="sum", label_smoothing=label_smoothing)
-    log_probs = torch.log_softmax(logits, dim=-1)  # (N, V)
-    real = targets != PAD
-    nll = -log_probs.gather(1, targets.unsqueeze(1)).squeeze(1)  # (N,); PAD rows dropped below
-    uniform = -(log_probs.sum(dim=-1) - log_probs[:, EOS]) / (logits.size(-1) - 1)  # (N,) mean over non-</s>
-    smoothed = torch.where(targets == EOS, nll, (1.0 - label_smoothing) * nll + label_smoothing * uniform)
-    return smoothed[real].sum()
-
-
-def loss_denominator(tgt_lengths, normalization: str) -> int:
-    """What a batch's summed loss is divided by: `tgt_lengths` (B,) target lengths without </s>
-    -> tokens with </s>, tokens without it, or sentences (`train.loss_normalization`)."""
-    if normalization == "sentences":
-        return len(tgt_lengths)
-    without_eos = int(tgt_lengths.sum())
-    return without_eos if normalization == "tokens_without_eos" else without_eos + len(tgt_lengths)
 
 
 def autocast(device: torch.device, precision: str):

@@ -87,6 +87,7 @@ ALLOWED = {
     "quantize": {"utils", "export"},
     "average": {"utils", "checkpoint"},
     "subwords": {"codec", "tokenize", "vocab"},
+    "loss": {"vocab"},
     "train": {
         "utils",
         "config",
@@ -104,6 +105,7 @@ ALLOWED = {
         "distributed",
         "runlog",
         "subwords",
+        "loss",
     },
     "translate": {"utils", "config", "codec", "alignment", "constrained", "prefix", "search", "plot", "vocab"},
     "loading": {
