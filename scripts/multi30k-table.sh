@@ -8,7 +8,7 @@
 # Settings from the environment (defaults in brackets):
 #   DEVICE [auto]      cpu, cuda, ...; PARALLEL [1] runs trained at once (one CPU thread each
 #                      when more than one); SEEDS [1 2 3]; CONFIGS [multi30k-en-de-luong
-#                      multi30k-de-en multi30k-en-fr]; SINGLE_CONFIGS [multi30k-en-de] trained
+#                      multi30k-de-en-luong multi30k-en-fr-luong]; SINGLE_CONFIGS [multi30k-en-de] trained
 #                      with seed 1 only; KEEP [5] checkpoints kept and averaged; SET: extra --set
 #                      overrides for every run (e.g. "train.max_steps=20" for a smoke test);
 #                      PHASES [train average evaluate]; BOOTSTRAP [1000] paired-bootstrap samples.
@@ -22,7 +22,7 @@ RUNS=${1:-runs/table}
 DEVICE=${DEVICE:-auto}
 PARALLEL=${PARALLEL:-1}
 SEEDS=${SEEDS:-1 2 3}
-CONFIGS=${CONFIGS:-multi30k-en-de-luong multi30k-de-en multi30k-en-fr}
+CONFIGS=${CONFIGS:-multi30k-en-de-luong multi30k-de-en-luong multi30k-en-fr-luong}
 SINGLE_CONFIGS=${SINGLE_CONFIGS-multi30k-en-de}
 KEEP=${KEEP:-5}
 SET=${SET:-}
