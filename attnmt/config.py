@@ -229,6 +229,9 @@ class DecodeConfig(_Section):
         "best_finished as soon as a step's best candidate ends, the beam keeping only the unfinished among "
         "the step's top beam_size (OpenNMT-py's rule)",
     )
+    min_length: int = Field(
+        0, ge=0, description="the fewest tokens an output has before </s> (0: no minimum); the length limit wins"
+    )
     max_length_a: float = Field(1.5, ge=0.0, description="max output length = a * source length + b")
     max_length_b: int = Field(10, ge=1)
     batch_size: int = Field(1024, ge=1, description="at most this many sentences per batch")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnmt.distilled import read_record, record_path
-from attnmt.search import SearchOptions
+from attnmt.search.options import SearchOptions
 from attnmt.translate import Translator
 from attnmt.utils import NO_ROOM, Say, UserError, WriteFailed, sync_file, sync_folder, write_text_atomic
 

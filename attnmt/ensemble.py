@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from attnmt.search import StepModel
+from attnmt.search.options import StepModel
 from attnmt.tokenize import SentencePieceTokenizer, Tokenizer
 from attnmt.utils import UserError
 

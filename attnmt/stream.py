@@ -23,7 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import islice
 
 from attnmt.loading import ModelSpec, load
-from attnmt.search import SearchOptions
+from attnmt.search.options import SearchOptions
 from attnmt.translate import Source, Translation, Translator
 
 WINDOW = 5000  # sentences sorted and translated together

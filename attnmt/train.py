@@ -33,7 +33,8 @@ from attnmt.metrics import bleu, perplexity
 from attnmt.model import build_model
 from attnmt.runlog import MetricsLog, ProgressDisplay
 from attnmt.schedules import lr_multiplier, teacher_forcing_ratio
-from attnmt.search import SearchOptions, decode_all
+from attnmt.search.decode import decode_all
+from attnmt.search.options import SearchOptions
 from attnmt.subwords import Resegmenter
 from attnmt.utils import Interrupted, StopSignal, UserError, WriteFailed, choose_device, seed_everything
 from attnmt.vocab import PAD

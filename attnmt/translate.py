@@ -1,8 +1,8 @@
 """Translation with a trained model: `load(ModelSpec(run_dir)).translate(sentences)` (`loading`).
 
-The path a sentence takes: source tokenizer -> source vocabulary -> `search.decode_all`
+The path a sentence takes: source tokenizer -> source vocabulary -> `search.decode.decode_all`
 (length-sorted batches, greedy or beam) -> target vocabulary -> detokenizer. A translation may
-be steered: a prefix it continues, or phrases it must contain. `score` gives the model's
+be steered: a prefix it continues, phrases it must contain, or both. `score` gives the model's
 reading of a given translation, `align` a translation's word alignment, `explain` replays one
 sentence's search step by step; the pictures draw a translation's attention. Scoring against
 references is `evaluation`; reading the user's text files is `textfiles`.
@@ -21,21 +21,16 @@ import torch
 from attnmt.alignment import alignment, word_of_tokens
 from attnmt.codec import TextCodec
 from attnmt.config import Config
-from attnmt.constrained import missing
 from attnmt.plot import attention_grid, attention_heatmap
-from attnmt.prefix import Prefix, kept, parse, surfaces
-from attnmt.search import (
-    BeamStep,
-    SearchOptions,
-    Shortlisting,
-    StepModel,
-    beam_search,
-    decode_all,
-    length_penalty,
-    teacher_forced,
-)
+from attnmt.search.beam import BeamStep, beam_search
+from attnmt.search.decode import Shortlisting, decode_all, steering_of
+from attnmt.search.hypotheses import Hypothesis
+from attnmt.search.options import SearchOptions, StepModel, length_penalty
+from attnmt.search.phrases import missing, parse_required
+from attnmt.search.prefix import Prefix, kept, parse_prefixes, surfaces
+from attnmt.search.teacher import teacher_forced
 from attnmt.utils import Say, UserError
-from attnmt.vocab import EOS, PAD, UNK
+from attnmt.vocab import EOS, PAD
 
 # Longer sources are cut to this many tokens (with a warning): the encoder and the search's
 # length limit grow with the source, and a runaway line (a whole file without newlines)
@@ -50,7 +45,7 @@ def _warn(message: str) -> None:
 
 class Source(NamedTuple):
     """A sentence to translate with how its translation must go: the start it continues
-    (`prefix`, "" for none) or the phrases it must contain (`required`)."""
+    (`prefix`, "" for none) and the phrases it must contain (`required`)."""
 
     text: str
     prefix: str = ""
@@ -102,7 +97,7 @@ def _rows(attention: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
 
 @dataclass
 class SearchCandidate:
-    """One of the 2K continuations beam search ranked at one step (see `search.BeamStep`)."""
+    """One of the continuations beam search ranked at one step (see `search.beam.BeamStep`)."""
 
     tokens: list[str]  # the hypothesis so far, the new token last
     parent: int  # slot of the beam it extends, among the previous step's kept candidates
@@ -171,14 +166,13 @@ class Translator:
         decode settings). Empty or blank sentences give empty translations; sources over
         MAX_SOURCE_TOKENS are truncated with a warning, told by `say`, that names the sentence
         (numbered from `first_number`). `prefixes`, one per sentence (None or "": free), are the
-        starts of the translations, which the search continues (`attnmt.prefix`). `required`,
+        starts of the translations, which the search continues (`search.prefix`). `required`,
         one list of phrases per sentence, are target phrases its translations must contain
-        (`attnmt.constrained`); a phrase its length limit left no room for is named in the
-        translation's `missing` and told by `say`. Prefixes and required phrases exclude each other."""
+        (`search.phrases`); a phrase its length limit left no room for is named in the
+        translation's `missing` and told by `say`. A sentence may have both."""
         options = self.search_options() if options is None else options
-        if prefixes is not None and required is not None and any(prefixes) and any(required):
-            raise UserError("a prefix and required phrases cannot be asked of one call: give one", field="require")
-        phrase_ids = None if required is None else self._parse_required(required, len(sentences), first_number)
+        encode = self.codec.encode_target
+        phrase_ids = None if required is None else parse_required(required, len(sentences), encode, first_number)
         source_tokens = [self.codec.source_tokens(sentence) for sentence in sentences]
         for index, tokens in enumerate(source_tokens):
             if len(tokens) > MAX_SOURCE_TOKENS:
@@ -203,20 +197,36 @@ class Translator:
         results = []
         for index, (sentence, tokens, candidates) in enumerate(zip(sentences, source_tokens, hypotheses, strict=True)):
             # decode_all gives an empty source one empty hypothesis, so `outputs` is never empty.
-            best, *alternatives = [self._translation(sentence, tokens, hypothesis) for hypothesis in candidates]
-            best.alternatives = alternatives
-            if parsed is not None and (prefix := parsed[index]) is not None:
-                for translation, hypothesis in zip([best, *alternatives], candidates, strict=True):
-                    forced_output = self.codec.decode_target(hypothesis.tokens[: len(prefix.forced)])
-                    translation.text = kept(translation.text, forced_output, prefix)
-            if phrase_ids is not None and phrase_ids[index]:
-                for translation, hypothesis in zip([best, *alternatives], candidates, strict=True):
-                    translation.missing = [required[index][k] for k in missing(hypothesis.tokens, phrase_ids[index])]
-                if best.missing:
-                    names = ", ".join(repr(phrase) for phrase in best.missing)
-                    say(f"sentence {first_number + index}: its length limit left no room for {names}")
+            prefix = None if parsed is None else parsed[index]
+            phrases = ([], []) if phrase_ids is None else (required[index], phrase_ids[index])
+            best = self._steered(sentence, tokens, candidates, prefix, *phrases)
+            if best.missing:
+                names = ", ".join(repr(phrase) for phrase in best.missing)
+                say(f"sentence {first_number + index}: its length limit left no room for {names}")
             results.append(best)
         return results
+
+    def _steered(
+        self,
+        sentence: str,
+        source_tokens: list[str],
+        hypotheses: Sequence[Hypothesis],
+        prefix: Prefix | None,
+        phrases: Sequence[str],
+        phrase_ids: Sequence[Sequence[int]],
+    ) -> Translation:
+        """A sentence's best translation with the others as its alternatives, each written as its
+        steering asked: the start of its prefix as typed (`prefix.kept`), and the required
+        phrases it lacks named (`phrases.missing`)."""
+        best, *alternatives = [self._translation(sentence, source_tokens, hypothesis) for hypothesis in hypotheses]
+        best.alternatives = alternatives
+        for translation, hypothesis in zip([best, *alternatives], hypotheses, strict=True):
+            if prefix is not None:
+                forced_output = self.codec.decode_target(hypothesis.tokens[: len(prefix.forced)])
+                translation.text = kept(translation.text, forced_output, prefix)
+            if phrase_ids:
+                translation.missing = [phrases[k] for k in missing(hypothesis.tokens, phrase_ids)]
+        return best
 
     def translate_sources(
         self, sources: Sequence[str | Source], options: SearchOptions | None = None, *, first_number: int = 1, say=_warn
@@ -233,29 +243,7 @@ class Translator:
 
     def check_required(self, required: Sequence[Sequence[str]], first_number: int = 1) -> None:
         """What `translate` would refuse of these required phrases (one list per sentence), as its UserError."""
-        self._parse_required(required, len(required), first_number)
-
-    def _parse_required(self, required: Sequence[Sequence[str]], count: int, first: int) -> list[list[list[int]]]:
-        """Each sentence's required phrases as target ids; an empty phrase, or one of unknown tokens only,
-        is a UserError naming the sentence."""
-        if len(required) != count:
-            raise UserError(f"{len(required)} lists of required phrases for {count} sentences", field="require")
-        parsed = []
-        for index, phrases in enumerate(required):
-            ids = []
-            for phrase in phrases:
-                tokens = self.codec.encode_target(phrase)
-                if not tokens:
-                    raise UserError(f"sentence {first + index}: a required phrase is empty", field="require")
-                if all(token == UNK for token in tokens):
-                    raise UserError(
-                        f"sentence {first + index}: required {phrase!r}: every token is unknown to the model's "
-                        "target vocabulary",
-                        field="require",
-                    )
-                ids.append(tokens)
-            parsed.append(ids)
-        return parsed
+        parse_required(required, len(required), self.codec.encode_target, first_number)
 
     def check_prefixes(
         self, sentences: Sequence[str], prefixes: Sequence[str | None], options: SearchOptions, first_number: int = 1
@@ -269,33 +257,13 @@ class Translator:
     def _parse_prefixes(
         self, texts: Sequence[str | None], source_tokens: Sequence[list[str]], options: SearchOptions, first: int
     ) -> list[Prefix | None]:
-        """Each sentence's prefix parsed, and checked to leave room for EOS within its length limit."""
-        if len(texts) != len(source_tokens):
-            raise UserError(f"{len(texts)} prefixes for {len(source_tokens)} sentences", field="prefix")
+        """Each sentence's prefix parsed for this model's target side (`prefix.parse_prefixes`)."""
         if self._target_surfaces is None:
             self._target_surfaces = surfaces(self.codec.tgt_tokenizer, self.codec.tgt_vocab)
-        limits = options.length_limits(torch.tensor([len(tokens) for tokens in source_tokens]))
-        parsed: list[Prefix | None] = []
-        for index, (text, tokens) in enumerate(zip(texts, source_tokens, strict=True)):
-            if not text:
-                parsed.append(None)
-                continue
-            where = f"sentence {first + index}"
-            if not tokens:
-                raise UserError(f"{where} is empty: there is nothing for its prefix to continue", field="prefix")
-            try:
-                prefix = parse(text, self.codec.tgt_tokenizer, self.codec.tgt_vocab, self._target_surfaces)
-            except UserError as error:
-                raise UserError(f"{where}: prefix {error.problem}", field="prefix") from None
-            room = int(limits[index]) - 1  # tokens before the EOS that ends every output
-            if prefix.min_tokens() > room:
-                raise UserError(
-                    f"{where}: its prefix takes {prefix.min_tokens()} tokens, more than the {room} its length "
-                    "limit leaves before EOS (decode.max_length_a, decode.max_length_b)",
-                    field="prefix",
-                )
-            parsed.append(prefix)
-        return parsed
+        lengths = [len(tokens) for tokens in source_tokens]
+        limits = options.length_limits(torch.tensor(lengths, dtype=torch.long)).tolist()
+        tokenizer, vocab = self.codec.tgt_tokenizer, self.codec.tgt_vocab
+        return parse_prefixes(texts, lengths, limits, tokenizer, vocab, self._target_surfaces, first)
 
     def score(
         self,
@@ -360,13 +328,24 @@ class Translator:
         target_words = word_of_tokens(translation.tokens, translation.text, self.codec.tgt_tokenizer.surface)
         return alignment(translation.attention, source_words, target_words)
 
-    def explain(self, sentence: str, options: SearchOptions | None = None) -> Explanation:
+    def explain(
+        self,
+        sentence: str,
+        options: SearchOptions | None = None,
+        *,
+        prefix: str | None = None,
+        required: Sequence[str] = (),
+    ) -> Explanation:
         """Beam search of one sentence, every step recorded: enough to replay it. With a beam of
-        one this is greedy search (two candidates a step, the best one kept)."""
+        one this is greedy search (two candidates a step, the best one kept). `prefix` and
+        `required` steer it as they steer `translate`: the steps then show what they allowed."""
         options = self.search_options() if options is None else options
         source_tokens = self.codec.source_tokens(sentence)[:MAX_SOURCE_TOKENS]
         if not source_tokens:
             raise UserError("nothing to explain: the sentence has no tokens")
+        parsed = self._parse_prefixes([prefix], [source_tokens], options, 1) if prefix else None
+        phrase_ids = parse_required([list(required)], 1, self.codec.encode_target) if required else None
+        steering = steering_of(parsed, phrase_ids, options, device=self.device)
         ids = self.codec.src_vocab.encode(source_tokens)
         src = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, S)
         lengths = torch.tensor([len(ids)], dtype=torch.long, device=self.device)  # (1,)
@@ -394,11 +373,9 @@ class Translator:
             beams[:] = [c.tokens for c in sorted((c for c in candidates if c.slot >= 0), key=lambda c: c.slot)]
             steps.append(candidates)
 
-        best, *alternatives = [
-            self._translation(sentence, source_tokens, hypothesis)
-            for hypothesis in beam_search(self.model, src, lengths, options, observer=record)[0]
-        ]
-        best.alternatives = alternatives
+        hypotheses = beam_search(self.model, src, lengths, options, observer=record, steering=steering)[0]
+        phrases = (list(required), phrase_ids[0]) if phrase_ids else ([], [])
+        best = self._steered(sentence, source_tokens, hypotheses, parsed[0] if parsed else None, *phrases)
         return Explanation(source_tokens, steps, best)
 
     def _translation(self, sentence: str, source_tokens: list[str], hypothesis) -> Translation:

@@ -6,7 +6,7 @@
 The package as it was at REV is exported with `git archive` into a temporary folder. Each
 measurement runs in a process of its own whose `attnmt` is one of the two versions: it loads
 the run's best checkpoint with that version's code (model, decoder and search alike) and
-decodes the same test sources (token ids made once, by this checkout) with `search.decode_all`,
+decodes the same test sources (token ids made once, by this checkout) with `decode_all`,
 in batches of 64 sentences (or, with --batch-tokens, of at most that many padded source tokens
 per hypothesis, for versions that have token budgets), after one untimed batch; only the
 decoding is timed. The versions alternate (A B A B ...), so that the machine's drift from minute
@@ -39,7 +39,8 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 
 # Runs inside each measuring process, with PYTHONPATH at one version of the package. It uses only
 # what every version has: a loaded model (`loading.load`, earlier `Translator.from_checkpoint`) and
-# search.decode_all (whose settings were keyword arguments before SearchOptions, with the same defaults).
+# decode_all, from the search package or the search module before it (whose settings were keyword
+# arguments before SearchOptions, with the same defaults).
 # A run trained by this checkout may carry config keys an older version rejects (every key is
 # written, defaults included): the worker loads it through a staged copy of the run directory
 # (in the work folder) whose config.yaml keeps only the keys its own version knows, the rest
@@ -49,8 +50,16 @@ import json, os, sys, tempfile, time
 from pathlib import Path
 import torch
 import yaml
-from attnmt import search
 from attnmt.config import Config
+try:  # the search package
+    from attnmt.search.decode import decode_all
+    from attnmt.search.options import SearchOptions
+except ImportError:  # a version with one search module
+    from attnmt.search import decode_all
+    try:
+        from attnmt.search import SearchOptions
+    except ImportError:  # a version from before SearchOptions
+        SearchOptions = None
 
 def known(raw, section):
     kept = {}
@@ -80,14 +89,14 @@ except ImportError:  # a version from before `loading`
     from attnmt.translate import Translator
     model = Translator.from_checkpoint(staged_checkpoint, device="cpu").model
 sources, beam = request["sources"], request["beam"]
-if hasattr(search, "SearchOptions"):
-    options = search.SearchOptions(beam_size=beam)
+if SearchOptions is not None:
+    options = SearchOptions(beam_size=beam)
     batching = {"batch_size": request["batch_size"]}
     if request["batch_tokens"] is not None:
         batching["batch_tokens"] = request["batch_tokens"]
-    decode = lambda ids: search.decode_all(model, ids, options, **batching)
+    decode = lambda ids: decode_all(model, ids, options, **batching)
 else:
-    decode = lambda ids: search.decode_all(model, ids, batch_size=64, beam_size=beam)
+    decode = lambda ids: decode_all(model, ids, batch_size=64, beam_size=beam)
 with torch.inference_mode():
     decode(sources[:64])
     start = time.perf_counter()

@@ -17,7 +17,8 @@ from attnmt.codec import TextCodec
 from attnmt.config import Config, load_config
 from attnmt.data import pad_sequences
 from attnmt.model import Seq2Seq, build_model
-from attnmt.search import SearchOptions, decode_all
+from attnmt.search.decode import decode_all
+from attnmt.search.options import SearchOptions
 from benchmarks.flops import synchronize
 from benchmarks.measure import combine_repeats, rotated
 from benchmarks.references import REFERENCES

@@ -25,7 +25,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from attnmt.data import build_data
 from attnmt.evaluation import split_examples
-from attnmt.search import SearchOptions, decode_all
+from attnmt.search.decode import decode_all
+from attnmt.search.options import SearchOptions
 from attnmt.utils import UserError, describe_machine
 from benchmarks import speed
 from benchmarks.decoding import load_trained

@@ -12,16 +12,7 @@ import torch
 
 from attnmt import download
 from attnmt.config import load_config
-
-# A score computed in floating point may pass its bound by the last bits (sacreBLEU returns
-# 100.00000000000003 on some processors), so range checks allow that much.
-SCORE_SLACK = 1e-9
-
-
-def is_score(value: float, top: float = 100.0) -> bool:
-    """`value` lies in [0, top], give or take the last bits of float rounding."""
-    return -SCORE_SLACK <= value <= top + SCORE_SLACK
-
+from tests.run_helpers import REVERSE_RUN
 
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: connection refused, never the internet
 
@@ -59,28 +50,6 @@ def isolated(tmp_path, monkeypatch) -> Path:
         local_url = f"{UNREACHABLE}/{remote.url.rsplit('/', 1)[-1]}"
         monkeypatch.setitem(download.REMOTE_FILES, name, dataclasses.replace(remote, url=local_url))
     return tmp_path / "cache"
-
-
-REVERSE_RUN = [
-    "data.corpus=reverse",
-    "data.synthetic_size=2000",
-    "data.synthetic_max_len=8",
-    "data.valid_size=100",
-    "data.test_size=100",
-    "data.batch_tokens=400",
-    "model.embedding_size=32",
-    "model.encoder_hidden=32",
-    "model.decoder_hidden=64",
-    "model.dropout=0.0",
-    # Glorot, which this run's sizes and step budget were chosen with: from uniform its int8
-    # greedy outputs agreed with float32's on 69% of the test sentences, under the 90% that
-    # test_export asks of a model that has learned the task
-    "model.init=xavier",
-    "train.max_steps=300",
-    "train.valid_every=150",
-    "train.lr=0.005",
-    "train.device=cpu",
-]
 
 
 @pytest.fixture(scope="session")
@@ -147,7 +116,7 @@ def _build_tiny(folder: Path, name: str) -> None:
     from attnmt.export import export_onnx
     from attnmt.loading import ModelSpec, load
     from attnmt.shortlist import Shortlist, save, vocab_digest
-    from tests.test_export import MODELS, train_tiny
+    from tests.run_helpers import MODELS, train_tiny
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ATTNMT_CACHE", str(folder / "cache"))

@@ -9,7 +9,7 @@ import torch
 
 from attnmt.alignment import aer, alignment, pharaoh, word_of_tokens
 from attnmt.loading import ModelSpec, load
-from attnmt.search import SearchOptions
+from attnmt.search.options import SearchOptions
 from attnmt.tokenize import WordTokenizer
 from tests.cli_helpers import run_ok
 

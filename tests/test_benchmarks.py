@@ -148,7 +148,8 @@ def test_reference_searches_return_tokens_without_eos():
 
 def test_d2l_greedy_is_attnmt_greedy_without_early_exit():
     """Same weights, one unpadded sentence: d2l's fixed-length greedy agrees with attnmt's up to EOS."""
-    from attnmt.search import SearchOptions, greedy
+    from attnmt.search.greedy import greedy
+    from attnmt.search.options import SearchOptions
 
     torch.manual_seed(3)
     cfg = tiny_config("joey")

@@ -126,6 +126,15 @@ def test_type_the_start_of_a_translation_then_require_a_term(page):
     page.fill("#prefix", "")
     page.fill("#require", "x")
     expect(page.locator("#translation")).to_have_text(re.compile(r"\bx\b"))
+    page.fill("#prefix", "e d")  # both at once: the start as typed, and the term in what follows
+    expect(page.locator("#translation")).to_have_text(re.compile(r"^e d\b.*\bx\b"))
+    page.click("button[data-tab=search]")  # the replay shows the search as it was steered
+    page.click("#explain-button")
+    # while the prefix is forced, its token is the one candidate (waiting out an earlier replay's table)
+    expect(page.locator("#candidates tr").first.locator("td").nth(1)).to_have_text("e")
+    expect(page.locator("#candidates tr")).to_have_count(1)
+    page.click('.tab[data-tab="translate"]')
+    page.fill("#prefix", "")
     page.fill("#require", "")
 
 

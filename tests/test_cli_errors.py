@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gzip
 import hashlib
 import http.server
 import os
@@ -25,16 +24,12 @@ import pytest
 from attnmt import corpora, download
 from attnmt.cli import main
 from attnmt.config import DataConfig, ModelConfig
+from tests.data_helpers import put
 
 ERROR = "attnmt: error: "
 
 
 pytestmark = pytest.mark.usefixtures("isolated")
-
-
-def put(path: Path, data: str | bytes) -> Path:
-    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-    return path
 
 
 def config(tmp_path: Path, text: str = "data:\n  corpus: files\n  valid_size: 1\n  test_size: 1\n") -> str:
@@ -103,7 +98,7 @@ def test_empty_line(tmp_path, capsys):
 def test_invalid_utf8(tmp_path, capsys, suffix):
     put(tmp_path / "train.en", "a\nb\nc\n")
     body = "é\nb\n".encode() + b"c \xff\n"
-    tgt = put(tmp_path / f"train.fr{suffix}", gzip.compress(body) if suffix else body)
+    tgt = put(tmp_path / f"train.fr{suffix}", body)  # gzipped by its name
     [line] = errors(capsys, config(tmp_path), "--set", f"data.train={tmp_path / 'train'}")
     assert line.startswith(f"{tgt}:3: not valid UTF-8")
 

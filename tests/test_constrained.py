@@ -10,11 +10,14 @@ import pytest
 import torch
 
 from attnmt.cli import main
-from attnmt.constrained import Requirements, _allocate, _Progress, missing
 from attnmt.loading import ModelSpec, load
-from attnmt.search import SearchOptions, decode_all
+from attnmt.search.decode import decode_all
+from attnmt.search.options import SearchOptions
+from attnmt.search.phrases import Requirements, _allocate, _Progress, missing
 from tests.cli_helpers import run_error, run_ok
-from tests.test_prefix import ENGINES, SOURCES, translator_for
+from tests.search_helpers import ENGINES, translator_for
+from tests.search_helpers import TINY_SOURCES as SOURCES
+from tests.serve_helpers import serving
 
 
 def reference_after(state, token, phrases):
@@ -128,8 +131,6 @@ def test_a_limit_too_short_reports_the_phrase_and_leaves_the_batch_alone(tiny):
 
 
 def test_required_text_phrases_on_the_command_line_and_in_the_api(reverse_run, tmp_path, capsys):
-    from tests.test_serve_models import serving
-
     translator = load(ModelSpec(reverse_run, device="cpu"))
     translations = translator.translate(["a b c d", "e f"], required=[["x y"], []])
     assert "x y" in translations[0].text and translations[0].missing == []
@@ -147,7 +148,6 @@ def test_required_text_phrases_on_the_command_line_and_in_the_api(reverse_run, t
     refused = {
         ("a b", "--require", ""): "--require: sentence 1: a required phrase is empty",
         ("a b", "--require", "zebra"): "--require: sentence 1: required 'zebra': every token is unknown",
-        ("a b", "--prefix", "b", "--require", "a"): "--require: a prefix and required phrases cannot be asked",
     }
     for arguments, message in refused.items():
         assert run_error(capsys, "translate", str(reverse_run), *arguments).startswith(f"attnmt: error: {message}")

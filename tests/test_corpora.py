@@ -7,13 +7,11 @@ the repository's sibling `shared/data`).
 
 from __future__ import annotations
 
-import gzip
 import os
 import random
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,24 +19,9 @@ from attnmt import corpora
 from attnmt.config import DataConfig
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError
-
-SHARED_DATA = Path(os.environ.get("ATTNMT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
-TATOEBA_NAME = "tatoeba-eng-fra/fra.txt.gz"
-needs_tatoeba = pytest.mark.skipif(not (SHARED_DATA / TATOEBA_NAME).is_file(), reason="no local Tatoeba copy")
-needs_multi30k = pytest.mark.skipif(
-    not (SHARED_DATA / "multi30k" / "train.en.gz").is_file(), reason="no local Multi30k copy"
-)
-
+from tests.data_helpers import SHARED_DATA, TATOEBA_NAME, needs_multi30k, needs_tatoeba, put
 
 pytestmark = pytest.mark.usefixtures("isolated")
-
-
-def put(path: Path, text: str | bytes) -> Path:
-    """Write `text` to `path` (gzipped if the name ends in .gz), creating folders."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
-    return path
 
 
 def sources(examples: list[corpora.Example]) -> set[str]:

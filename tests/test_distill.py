@@ -21,7 +21,7 @@ from attnmt.loading import ModelSpec, load
 from attnmt.train import fit
 from attnmt.utils import UserError
 from tests.cli_helpers import run_error, run_ok
-from tests.test_write_faults import TOO_LARGE, attnmt_limited, error_line
+from tests.fault_helpers import TOO_LARGE, attnmt_limited, error_line
 
 ROOT = Path(__file__).parent.parent
 

@@ -19,19 +19,9 @@ import pytest
 from attnmt import corpora, download
 from attnmt.config import DataConfig
 from attnmt.utils import UserError
-
-TATOEBA_NAME = "tatoeba-eng-fra/fra.txt.gz"
-
+from tests.data_helpers import TATOEBA_NAME, put
 
 pytestmark = pytest.mark.usefixtures("isolated")
-
-
-def put(path: Path, text: str | bytes) -> Path:
-    """Write `text` to `path` (gzipped if the name ends in .gz), creating folders."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
-    return path
 
 
 # --- finding local copies ----------------------------------------------------------------

@@ -18,9 +18,9 @@ from attnmt.evaluation import evaluate as real_evaluate
 from attnmt.export import MANIFEST, UnpackedEncoder, export_onnx, read_export
 from attnmt.loading import ModelSpec, load
 from attnmt.model import build_model
-from attnmt.search import SearchOptions
+from attnmt.search.options import SearchOptions
 from attnmt.utils import UserError
-from tests.conftest import REVERSE_RUN
+from tests.run_helpers import MODELS, assert_same_translations, train_tiny
 
 pytest.importorskip("onnxruntime")
 
@@ -56,38 +56,6 @@ def test_unpacked_encoder_equals_the_packed_one(rnn, layers, bidirectional):
 
 # Every scorer with both decoders; GRU and LSTM, input feeding on and off, two layers, a
 # unidirectional encoder and tied embeddings spread over them.
-MODELS = {
-    "bahdanau-additive": ["model.decoder=bahdanau", "model.attention=additive"],
-    "bahdanau-dot-lstm": ["model.decoder=bahdanau", "model.attention=dot", "model.rnn=lstm"],
-    "bahdanau-scaled-dot-2-layers": ["model.decoder=bahdanau", "model.attention=scaled_dot", "model.decoder_layers=2"],
-    "bahdanau-general-tied": ["model.decoder=bahdanau", "model.attention=general", "model.tie_embeddings=true"],
-    "bahdanau-none": ["model.decoder=bahdanau", "model.attention=none"],
-    "luong-additive-lstm": ["model.decoder=luong", "model.attention=additive", "model.rnn=lstm"],
-    "luong-dot": ["model.decoder=luong", "model.attention=dot", "model.input_feeding=false"],
-    "luong-scaled-dot-unidirectional": [
-        "model.decoder=luong",
-        "model.attention=scaled_dot",
-        "model.bidirectional=false",
-    ],
-    "luong-general-2-layers-lstm": [
-        "model.decoder=luong",
-        "model.attention=general",
-        "model.encoder_layers=2",
-        "model.decoder_layers=2",
-        "model.rnn=lstm",
-    ],
-    "luong-none": ["model.decoder=luong", "model.attention=none", "model.tie_embeddings=true"],
-}
-
-
-def train_tiny(run_dir, overrides: list[str]) -> None:
-    from attnmt.train import fit
-
-    sizes = ["model.embedding_size=16", "model.encoder_hidden=16", "model.decoder_hidden=24", "train.max_steps=40"]
-    config = load_config(None, [*REVERSE_RUN, *sizes, "train.valid_every=40", *overrides, f"train.run_dir={run_dir}"])
-    fit(config, log=lambda *args, **kwargs: None)
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_onnxruntime_translates_as_torch_does(name, tmp_path, monkeypatch):
     """Greedy and beam search over the export give torch's tokens, scores and attention."""
@@ -102,15 +70,6 @@ def test_onnxruntime_translates_as_torch_does(name, tmp_path, monkeypatch):
         expected = torch_translator.translate(sentences, options)
         got = onnx_translator.translate(sentences, options)
         assert_same_translations(expected, got)
-
-
-def assert_same_translations(expected, got, *, score_abs=1e-4, atol=1e-5, rtol=1e-4) -> None:
-    """The same tokens and n-best lists, scores and attention within the tolerances given."""
-    for want, have in zip(expected, got, strict=True):
-        assert have.tokens == want.tokens
-        assert [alt.tokens for alt in have.alternatives] == [alt.tokens for alt in want.alternatives]
-        assert have.score == pytest.approx(want.score, abs=score_abs)
-        torch.testing.assert_close(have.attention, want.attention, atol=atol, rtol=rtol)
 
 
 @pytest.fixture(scope="module")

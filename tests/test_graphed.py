@@ -7,9 +7,12 @@ import pytest
 import torch
 
 from attnmt.config import ModelConfig
-from attnmt.graphed import fixed_beam_search, fixed_greedy
 from attnmt.model import build_model
-from attnmt.search import SearchOptions, beam_search, decode_all, greedy
+from attnmt.search.beam import beam_search
+from attnmt.search.decode import decode_all
+from attnmt.search.graphed import fixed_beam_search, fixed_greedy
+from attnmt.search.greedy import greedy
+from attnmt.search.options import SearchOptions
 from attnmt.vocab import EOS
 
 SRC_VOCAB, TGT_VOCAB = 17, 13

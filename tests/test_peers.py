@@ -36,7 +36,7 @@ from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
 from benchmarks.peers.opennmt import RECIPE, OpenNMT, OpenNMTRecipe
 from benchmarks.peers.report import quality_curves, quality_rows, save_figure
 from benchmarks.peers.system import Command, PeerError, PeerSystem, Setup, run_pip
-from tests.test_corpora import SHARED_DATA, needs_multi30k
+from tests.data_helpers import SHARED_DATA, needs_multi30k
 
 SCRIPT = """
 import json, sys, time

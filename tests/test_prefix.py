@@ -9,13 +9,17 @@ from dataclasses import replace
 import pytest
 
 from attnmt.loading import ModelSpec, load
-from attnmt.prefix import Prefix, parse, surfaces
-from attnmt.search import SearchOptions, decode_all
+from attnmt.search.decode import decode_all
+from attnmt.search.options import SearchOptions
+from attnmt.search.prefix import Prefix, parse, surfaces
 from attnmt.tokenize import SentencePieceTokenizer, WordTokenizer, train_sentencepiece
 from attnmt.utils import UserError
 from attnmt.vocab import SPECIALS, UNK, Vocab
 from tests.cli_helpers import run_error, run_ok
-from tests.test_tokenize import corpus_lines
+from tests.data_helpers import corpus_lines
+from tests.search_helpers import ENGINES, translator_for
+from tests.search_helpers import TINY_SOURCES as SOURCES
+from tests.serve_helpers import serving
 
 
 class Surfaces:
@@ -115,19 +119,6 @@ def test_a_sentencepiece_prefix_cut_anywhere_continues_into_the_whole_sentences_
                     state = dict(prefix.moves[state])[rest.pop(0)]
 
 
-ENGINES = ["torch", "onnxruntime", "ensemble", "shortlist"]
-
-
-def translator_for(tiny, engine: str):
-    run = tiny / "run"
-    if engine == "onnxruntime":
-        return load(ModelSpec(tiny / "export"))
-    if engine == "ensemble":
-        return load(ModelSpec((run, run), device="cpu"))
-    return load(ModelSpec(run, device="cpu", shortlist=engine == "shortlist"))
-
-
-SOURCES = [[random.Random(n).randrange(4, 12) for _ in range(n)] for n in range(1, 12)]
 SEARCHES = [SearchOptions(), SearchOptions(beam_size=3, n_best=2)]
 
 
@@ -226,8 +217,6 @@ def test_prefix_length_must_leave_room_for_eos_within_the_limit(reverse_run):
 
 
 def test_the_api_continues_prefixes_and_refuses_bad_ones_with_a_422(reverse_run):
-    from tests.test_serve_models import serving
-
     _, client = serving(str(reverse_run))
     with client:
         body = {"sentences": ["a b c d", "e f g"], "prefixes": ["d c", ""], "beam_size": 2}

@@ -20,7 +20,7 @@ from attnmt.data import TokenBatchSampler, build_data, prepared_data
 from attnmt.prepare import ensure_prepared, prepared_folder
 from attnmt.train import fit
 from attnmt.utils import UserError
-from tests.test_write_faults import LIMITED, error_line, run_child
+from tests.fault_helpers import LIMITED, error_line, run_child
 
 WORDS = tuple(
     [

@@ -8,10 +8,14 @@ import random
 import pytest
 import torch
 
-from attnmt.search import SearchOptions, decode_all, length_penalty, teacher_forced
+from attnmt.search.decode import decode_all
+from attnmt.search.options import SearchOptions, length_penalty
+from attnmt.search.teacher import teacher_forced
 from attnmt.vocab import EOS, PAD
 from tests.cli_helpers import run_error, run_ok
-from tests.test_prefix import ENGINES, SOURCES, translator_for
+from tests.search_helpers import ENGINES, translator_for
+from tests.search_helpers import TINY_SOURCES as SOURCES
+from tests.serve_helpers import serving
 
 
 def forced_batch(hypotheses) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -45,7 +49,6 @@ def test_scoring_a_search_output_gives_its_log_probability_score_and_attention(t
 
 def test_translator_score_matches_translate_and_the_command_and_api_give_it(reverse_run, tmp_path, capsys):
     from attnmt.loading import ModelSpec, load
-    from tests.test_serve_models import serving
 
     translator = load(ModelSpec(reverse_run, device="cpu"))
     sentences = [" ".join(random.Random(n).choice("abcdefgh") for _ in range(n)) for n in range(1, 9)]

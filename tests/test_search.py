@@ -9,7 +9,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnmt.search import SearchOptions, beam_search, decode_all, greedy, length_batches, length_penalty
+from attnmt.search.beam import beam_search
+from attnmt.search.decode import decode_all, length_batches
+from attnmt.search.greedy import greedy
+from attnmt.search.options import SearchOptions, length_penalty
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS
 

@@ -10,49 +10,16 @@ import pytest
 import torch
 import yaml
 
-from attnmt.beams import length_penalty, never_generated
-from attnmt.config import ModelConfig
 from attnmt.loading import ModelSpec, load
-from attnmt.model import build_model
-from attnmt.prefix import Prefix
-from attnmt.search import SearchOptions, decode_all
+from attnmt.search.decode import decode_all
+from attnmt.search.options import SearchOptions, length_penalty, never_generated
+from attnmt.search.prefix import Prefix
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS
 from tests.cli_helpers import run_error, run_ok
+from tests.search_helpers import KINDS, SEARCH_NAMES, SEARCHES, SOURCES, TGT_VOCAB, assert_same_search, untrained
 
-SRC_VOCAB, TGT_VOCAB = 15, 17
-SOURCES = [[random.Random(n).randrange(4, SRC_VOCAB) for _ in range(1 + n % 7)] for n in range(12)]
 STEERED = {0, 5, 7}  # the sentences given a prefix or phrases; the others are free
-SEARCHES = [
-    SearchOptions(),
-    SearchOptions(beam_size=3, n_best=3),
-    SearchOptions(beam_size=5, n_best=2, length_penalty=0.6),
-]
-SEARCH_NAMES = ["greedy", "beam 3", "beam 5, alpha 0.6"]
-KINDS = [
-    {"decoder": decoder, "attention": attention}
-    for decoder in ("bahdanau", "luong")
-    for attention in ("additive", "dot", "scaled_dot", "general", "none")
-    if not (attention in ("dot", "scaled_dot") and decoder == "bahdanau")  # sizes differ: keys 2x5, queries 7
-]
-
-
-def untrained(kind: dict) -> torch.nn.Module:
-    """A model whose random weights give varied, sentence-specific outputs (init scale 0.5)."""
-    torch.manual_seed(0)
-    sizes = {"embedding_size": 6, "encoder_hidden": 5, "decoder_hidden": 10 if "dot" in kind["attention"] else 7}
-    config = ModelConfig(**sizes, attention_size=4, dropout=0.0, init="uniform", init_scale=0.5, **kind)
-    return build_model(config, SRC_VOCAB, TGT_VOCAB).eval()
-
-
-def assert_same_search(steered, plain, sentence: int) -> None:
-    assert len(steered) == len(plain), f"sentence {sentence}: {len(steered)} hypotheses, plainly {len(plain)}"
-    for rank, (mine, theirs) in enumerate(zip(steered, plain, strict=True)):
-        where = f"sentence {sentence}, hypothesis {rank}"
-        assert mine.tokens == theirs.tokens, where
-        assert mine.score == pytest.approx(theirs.score, abs=1e-5), where
-        assert mine.log_prob == pytest.approx(theirs.log_prob, abs=1e-5), where
-        torch.testing.assert_close(mine.attention, theirs.attention, atol=1e-5, rtol=0, msg=where)
 
 
 @pytest.mark.parametrize("options", SEARCHES, ids=SEARCH_NAMES)
@@ -155,5 +122,9 @@ def test_a_web_page_is_not_exported_from_a_run_whose_search_it_cannot_do(copied_
     config["decode"]["stopping"] = "best_finished"
     (copied_run / "config.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(UserError, match="web page's beam search stops once K hypotheses have ended"):
+        export_web(copied_run, tmp_path / "site")
+    config["decode"] |= {"stopping": "k_finished", "min_length": 2}
+    (copied_run / "config.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(UserError, match="web page's search has no minimum length"):
         export_web(copied_run, tmp_path / "site")
     assert not (tmp_path / "site").exists()

@@ -11,25 +11,16 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from rich.console import Console
 
 from attnmt.cli import build_parser
-from attnmt.cli.serve import models
 from attnmt.export import export_onnx
 from attnmt.loading import ModelSpec, load
-from attnmt.search import SearchOptions
-from attnmt.serve.app import create_app
-from attnmt.serve.catalog import Catalog, api_field
+from attnmt.search.options import SearchOptions
+from attnmt.serve.catalog import api_field
 from attnmt.utils import UserError
+from tests.serve_helpers import serving
 
 SENTENCES = ["a b c", "d e f g h", "h g", "", "b a c d e f"]
-
-
-def serving(*argv: str) -> tuple[Catalog, TestClient]:
-    """The catalog `attnmt serve ARGV` loads, and a test client of the app it would run."""
-    args = build_parser().parse_args(["serve", *argv])
-    catalog = Catalog.load(models(args, Console()))
-    return catalog, TestClient(create_app(catalog), raise_server_exceptions=False)
 
 
 def answered(client: TestClient, **settings) -> list[list[str]]:

@@ -12,13 +12,13 @@ import torch
 
 from attnmt.export import export_onnx
 from attnmt.loading import ModelSpec, load
-from attnmt.search import SearchOptions
+from attnmt.search.options import SearchOptions
 from attnmt.shortlist import FILENAME, Shortlist, build, save, vocab_digest
 from attnmt.translate import Translator
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS, SPECIALS, Vocab
 from tests.cli_helpers import run_error, run_ok
-from tests.test_export import assert_same_translations
+from tests.run_helpers import assert_same_translations
 
 
 def vocab(size: int, prefix: str) -> Vocab:

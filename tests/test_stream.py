@@ -6,7 +6,7 @@ import pytest
 
 from attnmt.cli import main
 from attnmt.loading import ModelSpec, load
-from attnmt.search import SearchOptions
+from attnmt.search.options import SearchOptions
 from attnmt.stream import translate_windows, windows
 from attnmt.textfiles import count_lines, stream_lines
 

@@ -29,7 +29,7 @@ from attnmt.sweep.run import run_sweep
 from attnmt.sweep.spec import load_plan
 from attnmt.sweep.store import Store, default_url
 from attnmt.utils import UserError
-from tests.conftest import is_score
+from tests.run_helpers import is_score
 
 BASE = {
     "data": {

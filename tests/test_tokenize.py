@@ -4,12 +4,7 @@ The corpus tests read the real data from $ATTNMT_DATA (default ../shared/data be
 repository) and are skipped where it is absent.
 """
 
-import functools
-import gzip
-import os
 import pickle
-import random
-from pathlib import Path
 
 import pytest
 import sentencepiece
@@ -18,28 +13,7 @@ from hypothesis import strategies as st
 
 from attnmt.tokenize import SentencePieceTokenizer, WordTokenizer, normalize_text, train_sentencepiece
 from attnmt.utils import UserError
-
-DATA = Path(os.environ.get("ATTNMT_DATA", Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
-LINES_PER_CORPUS = 3000
-
-
-def corpus_lines(corpus: str, lang: str) -> list[str]:
-    """A fixed random sample of one side of a real corpus; skips the test without the data."""
-    if corpus == "tatoeba":
-        path, column = DATA / "tatoeba-eng-fra" / "fra.txt.gz", {"en": 0, "fr": 1}[lang]
-    else:
-        path, column = DATA / "multi30k" / f"train.{lang}.gz", 0
-    if not path.exists():
-        pytest.skip(f"corpus not found: {path} (set ATTNMT_DATA)")
-    return _sample(path, column)
-
-
-@functools.cache
-def _sample(path: Path, column: int) -> list[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as lines:
-        texts = [line.rstrip("\n").split("\t")[column] for line in lines]
-    return random.Random(0).sample(texts, LINES_PER_CORPUS)
-
+from tests.data_helpers import corpus_lines
 
 # --- conventions, as explicit examples -------------------------------------------------
 

@@ -12,14 +12,16 @@ import shutil
 import pytest
 import torch
 
-from attnmt import search
 from attnmt.corpora import Example, load_corpus, read_test_files
 from attnmt.evaluation import evaluate, evaluate_runs, significance, training_summary, write_evaluation
 from attnmt.loading import ModelSpec, load
+from attnmt.search.beam import beam_search
+from attnmt.search.greedy import greedy
+from attnmt.search.options import SearchOptions
 from attnmt.textfiles import decode_lines, read_input
 from attnmt.translate import MAX_SOURCE_TOKENS, Translator, heatmap, nbest_lines
 from attnmt.utils import UserError
-from tests.conftest import is_score
+from tests.run_helpers import is_score
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +64,9 @@ def test_beam_size_1_equals_greedy(translator, test_examples):
     src = torch.zeros(len(ids), int(lengths.max()), dtype=torch.long)
     for row, sentence in enumerate(ids):
         src[row, : len(sentence)] = torch.tensor(sentence)
-    greedy = search.greedy(translator.model, src, lengths)
-    beam = search.beam_search(translator.model, src, lengths, search.SearchOptions(length_penalty=0.0))
-    for g, (b,) in zip(greedy, beam, strict=True):
+    greedy_hypotheses = greedy(translator.model, src, lengths)
+    beam = beam_search(translator.model, src, lengths, SearchOptions(length_penalty=0.0))
+    for g, (b,) in zip(greedy_hypotheses, beam, strict=True):
         assert g.tokens == b.tokens
         assert g.log_prob == pytest.approx(b.log_prob, abs=1e-5)
         torch.testing.assert_close(g.attention, b.attention)

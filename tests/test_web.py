@@ -17,18 +17,18 @@ import shutil
 import pytest
 import torch
 
-from attnmt.beams import length_penalty
 from attnmt.config import load_config
 from attnmt.export import read_export
 from attnmt.loading import ModelSpec, load
-from attnmt.search import teacher_forced
+from attnmt.search.options import length_penalty
+from attnmt.search.teacher import teacher_forced
 from attnmt.vocab import EOS
 from attnmt.web.export import DESCRIPTION, FORMAT, PAGE_FILES, SHARED_FILES, export_web
 from attnmt.web.runtime import FILES as RUNTIME_FILES
 from benchmarks.chromium import chromium, open_browser
 from tests.browser_helpers import replay_the_search
 from tests.cli_helpers import run_error, run_ok
-from tests.conftest import REVERSE_RUN
+from tests.run_helpers import REVERSE_RUN
 from tools.browser import serving_folder
 
 try:

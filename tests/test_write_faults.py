@@ -8,8 +8,6 @@ error a full disk gives (ENOSPC), from the operating system, not from a patched 
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,19 +20,9 @@ from attnmt.config import load_config
 from attnmt.runlog import read_metrics
 from attnmt.train import fit
 from attnmt.utils import UserError
+from tests.fault_helpers import LIMITED, TOO_LARGE, attnmt_limited, error_line, run_child
 
 resource = pytest.importorskip("resource")  # POSIX only
-
-ROOT = Path(__file__).parent.parent
-TOO_LARGE = os.strerror(27)  # EFBIG: "File too large"
-
-LIMITED = """
-import resource, signal, sys
-sys.modules["torch.utils.tensorboard"] = None  # TensorBoard's own event files are not under test
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
-"""
-CLI = LIMITED + "from attnmt.cli import main\nsys.exit(main(sys.argv[2:]))\n"
 
 TINY = [
     "data.corpus=reverse",
@@ -53,26 +41,6 @@ TINY = [
     "train.device=cpu",
 ]
 LIMIT = 10_000  # above the config, vocabularies and log of a tiny run; below its weights (about 22 kB)
-
-
-def run_child(code: str, limit: int, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-c", code, str(limit), *args]
-    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
-
-
-def attnmt_limited(limit: int, *args: str) -> subprocess.CompletedProcess:
-    """`attnmt ARGS` in a child process whose files may not grow past `limit` bytes."""
-    return run_child(CLI, limit, *args)
-
-
-def error_line(result: subprocess.CompletedProcess) -> str:
-    """The one line on stderr of a command that failed as a user error."""
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("attnmt: error: "), result.stderr
-    return lines[0].removeprefix("attnmt: error: ")
 
 
 def train_run(run_dir: Path, *overrides: str) -> Path:

@@ -26,6 +26,7 @@ FLAGS = {
     "decode.n_best": "--n-best",
     "decode.length_penalty": "--length-penalty",
     "decode.stopping": "--stopping",
+    "decode.min_length": "--min-length",
     "checkpoint": "--checkpoint",
     "device": "--device",
     "engine": "--engine",
@@ -140,6 +141,12 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("k_finished", "best_finished"),
         help="when beam search ends a sentence (default: the run's decode.stopping): once K hypotheses have "
         "ended, or as soon as a step's best candidate ends (OpenNMT-py's rule)",
+    )
+    parser.add_argument(
+        "--min-length",
+        type=int,
+        metavar="N",
+        help="the fewest tokens an output has before </s> (default: the run's decode.min_length, 0 = none)",
     )
 
 

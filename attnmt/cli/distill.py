@@ -45,7 +45,11 @@ def run(args: argparse.Namespace, console: Console) -> None:
     spec = model_spec(args, [args.run_dir, *args.ensemble], data_dir=args.data_dir)
     teacher = load(spec)
     options = teacher.search_options(
-        beam_size=args.beam, n_best=1, length_penalty=args.length_penalty, stopping=args.stopping
+        beam_size=args.beam,
+        n_best=1,
+        length_penalty=args.length_penalty,
+        stopping=args.stopping,
+        min_length=args.min_length,
     )
     sources = distinct_sources(load_corpus(teacher.config.data).train)
     say(f"distilling {len(sources):,} training sources with beam {options.beam_size} into {prefix}.*")

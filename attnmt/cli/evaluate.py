@@ -83,6 +83,7 @@ def evaluated(
             beam_size=args.beam,
             length_penalty=args.length_penalty,
             stopping=args.stopping,
+            min_length=args.min_length,
             tune=tune,
             tune_beams=tune_beams,
             tune_penalties=tune_penalties,

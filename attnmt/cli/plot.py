@@ -33,7 +33,9 @@ def _attention(args: argparse.Namespace, console: Console) -> Path:
     from attnmt.translate import heatmap, heatmap_grid
 
     translator = load(model_spec(args, [args.run_dir]))
-    options = translator.search_options(beam_size=args.beam, length_penalty=args.length_penalty, stopping=args.stopping)
+    options = translator.search_options(
+        beam_size=args.beam, length_penalty=args.length_penalty, stopping=args.stopping, min_length=args.min_length
+    )
     translations = translator.translate(args.sentences, options)
     if len(translations) == 1:
         return heatmap(translations[0], args.output, title=translations[0].text)

@@ -43,7 +43,8 @@ def add_parser(commands) -> None:
     parser.add_argument(
         "--prefix-column",
         action="store_true",
-        help="each --input line is SOURCE<TAB>PREFIX: the translation continues PREFIX (no tab: none)",
+        help="each --input line is SOURCE<TAB>PREFIX: the translation continues PREFIX (no tab: none); with "
+        "--require-column, SOURCE<TAB>PREFIX<TAB>PHRASE...",
     )
     parser.add_argument(
         "--require",
@@ -55,7 +56,8 @@ def add_parser(commands) -> None:
     parser.add_argument(
         "--require-column",
         action="store_true",
-        help="each --input line is SOURCE<TAB>PHRASE<TAB>...: phrases its translation must contain",
+        help="each --input line is SOURCE<TAB>PHRASE<TAB>...: phrases its translation must contain; with "
+        "--prefix-column, SOURCE<TAB>PREFIX<TAB>PHRASE...",
     )
     parser.add_argument(
         "--n-best",
@@ -98,26 +100,30 @@ def _check_steering(args: argparse.Namespace) -> None:
         raise UserError(f"{counts}: give one each", field="prefix")
     if (args.prefix_column or args.require_column) and args.sentences:
         raise UserError("a column option reads --input lines; for SENTENCE arguments use --prefix or --require")
-    if args.prefix_column and args.require_column:
-        raise UserError("--prefix-column or --require-column: an --input line has one kind of second column")
-    if (args.prefix or args.prefix_column) and (args.require or args.require_column):
-        raise UserError("a prefix and required phrases cannot be asked of one call: give one", field="require")
 
 
 def _sources(lines: Iterable[str], args: argparse.Namespace) -> Iterator:
-    """Each line as translate_windows takes it: as it is, or a `Source` with its prefix or
-    required phrases (a tab-separated column, or --require for every line)."""
+    """Each line as translate_windows takes it: as it is, or a `Source` with its prefix and
+    required phrases (tab-separated columns: SOURCE<TAB>PREFIX with --prefix-column,
+    SOURCE<TAB>PHRASE... with --require-column, SOURCE<TAB>PREFIX<TAB>PHRASE... with both; and
+    --require's phrases for every line)."""
     from attnmt.translate import Source
 
     for line in lines:
-        if args.prefix_column:
-            source, _, prefix = line.partition("\t")
-            yield Source(source, prefix=prefix)
-        elif args.require_column or args.require:
-            source, *phrases = line.split("\t") if args.require_column else [line]
-            yield Source(source, required=(*phrases, *args.require))
-        else:
+        if not (args.prefix_column or args.require_column or args.require):
             yield line
+            continue
+        prefix, phrases = "", []
+        if args.prefix_column and args.require_column:
+            source, _, rest = line.partition("\t")
+            prefix, *phrases = rest.split("\t")  # no tab: no prefix and no phrases
+        elif args.prefix_column:
+            source, _, prefix = line.partition("\t")
+        elif args.require_column:
+            source, *phrases = line.split("\t")
+        else:
+            source = line
+        yield Source(source, prefix=prefix, required=(*phrases, *args.require))
 
 
 def run(args: argparse.Namespace, console: Console) -> None:
@@ -139,7 +145,11 @@ def run(args: argparse.Namespace, console: Console) -> None:
         translator = load(spec)
         n_best = translator.config.decode.n_best if args.n_best is None else args.n_best
         options = translator.search_options(
-            beam_size=args.beam, n_best=n_best, length_penalty=args.length_penalty, stopping=args.stopping
+            beam_size=args.beam,
+            n_best=n_best,
+            length_penalty=args.length_penalty,
+            stopping=args.stopping,
+            min_length=args.min_length,
         )
         out = stack.enter_context(output_stream(args.output))
         if not args.sentences and args.input is None and sys.stdin.isatty():  # typed lines, answered at once
@@ -148,7 +158,7 @@ def run(args: argparse.Namespace, console: Console) -> None:
         else:
             if args.prefix:
                 pairs = zip(args.sentences, args.prefix, strict=True)
-                lines = [Source(sentence, prefix=prefix) for sentence, prefix in pairs]
+                lines = [Source(sentence, prefix, tuple(args.require)) for sentence, prefix in pairs]
             else:
                 lines = _sources(args.sentences or stream_lines(args.input), args)
             chunks = translate_windows(lines, options, translator=translator, spec=spec, workers=args.workers)

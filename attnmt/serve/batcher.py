@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from attnmt.search import SearchOptions
+from attnmt.search.options import SearchOptions
 from attnmt.translate import Source, Translation
 
 QueueFull = queue.Full

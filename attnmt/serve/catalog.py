@@ -17,7 +17,7 @@ from pathlib import Path
 from attnmt.evaluation import split_examples, training_summary
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, chrf, sentence_chrf
-from attnmt.search import SearchOptions
+from attnmt.search.options import SearchOptions
 from attnmt.tokenize import WordTokenizer
 from attnmt.translate import Explanation, Translation, Translator
 from attnmt.utils import UserError

@@ -95,7 +95,7 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
 
 
 def _sources(request: TranslateRequest) -> list:
-    """The request's sentences, each with its prefix or constraints when it has them."""
+    """The request's sentences, each with its prefix and constraints when it has them."""
     prefixes = request.prefixes or [""] * len(request.sentences)
     required = request.constraints or [[] for _ in request.sentences]
     return [
@@ -125,11 +125,13 @@ async def explain(request: ExplainRequest, state: Server) -> ExplainResponse:
     options = state.search_options(run, request, n_best=1)
     options = dataclasses.replace(options, n_best=options.beam_size)  # the whole final beam
 
+    explain = functools.partial(run.translator.explain, prefix=request.prefix, required=request.constraints)
     try:
-        work = asyncio.to_thread(state.in_turn, run.translator.explain, request.sentence, options)
+        work = asyncio.to_thread(state.in_turn, explain, request.sentence, options)
         explanation = await state.within_timeout(work)
-    except UserError as error:  # an empty sentence
-        raise RequestRefused("sentence", str(error)) from None
+    except UserError as error:  # an empty sentence, a prefix or phrase the model cannot write
+        field = {"prefix": "prefix", "require": "constraints", "decode.stopping": "constraints"}.get(error.field)
+        raise RequestRefused(field or "sentence", error.problem) from None
     return ExplainResponse.model_validate(run.explanation_json(explanation, options.beam_size))
 
 

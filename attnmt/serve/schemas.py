@@ -85,7 +85,7 @@ class TranslateRequest(_Request):
     constraints: list[list[str]] | None = Field(
         None,
         description="per sentence, target phrases its translations must contain (terminology); "
-        "not together with prefixes",
+        "a sentence may have a prefix too",
     )
     n_best: int = Field(1, ge=1, description="hypotheses per sentence, best first (at most beam_size)")
     return_attention: bool = Field(False, description="add each hypothesis's (target x source) attention")
@@ -102,12 +102,15 @@ class ScoreRequest(_Addressed):
 
 class ExplainRequest(_Request):
     sentence: str = Field(description="one raw sentence")
+    prefix: str = Field("", description='the start of its translation, which the search continues ("" for none)')
+    constraints: list[str] = Field([], description="target phrases its translation must contain")
 
 
 def check_limits(request: TranslateRequest | ExplainRequest | ScoreRequest, limits: Limits) -> None:
     """Raise RequestRefused for the first field over its limit."""
     if isinstance(request, ExplainRequest):
-        named = [("sentence", request.sentence)]
+        named = [("sentence", request.sentence), ("prefix", request.prefix)]
+        named += [(f"constraints[{i}]", phrase) for i, phrase in enumerate(request.constraints)]
     else:
         if len(request.sentences) > limits.max_sentences:
             raise RequestRefused(
@@ -137,15 +140,13 @@ def _targets(request: ScoreRequest) -> list[tuple[str, str]]:
 
 
 def _steering(request: TranslateRequest) -> list[tuple[str, str]]:
-    """The prefixes and constraints, checked to come one per sentence and not together."""
+    """The prefixes and constraints, checked to come one per sentence."""
     named = []
     if request.prefixes is not None:
         _one_each("prefixes", request.prefixes, request, "prefixes")
         named += [(f"prefixes[{i}]", prefix) for i, prefix in enumerate(request.prefixes)]
     if request.constraints is not None:
         _one_each("constraints", request.constraints, request, "lists of constraints")
-        if request.prefixes is not None and any(request.prefixes) and any(request.constraints):
-            raise RequestRefused("constraints", "a prefix and constraints cannot be asked of one request")
         for i, phrases in enumerate(request.constraints):
             named += [(f"constraints[{i}]", phrase) for phrase in phrases]
     return named

@@ -17,7 +17,7 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, Request
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from attnmt.search import SearchOptions
+from attnmt.search.options import SearchOptions
 from attnmt.serve.batcher import Batcher
 from attnmt.serve.catalog import Catalog, ServedRun, api_field
 from attnmt.serve.schemas import ExplainRequest, Limits, RequestRefused, ScoreRequest, TranslateRequest

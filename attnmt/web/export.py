@@ -111,6 +111,12 @@ def export_web(
             "stops once K hypotheses have ended (k_finished); export a run with that setting",
             field="decode.stopping",
         )
+    if config.decode.min_length:  # nor a minimum length
+        raise UserError(
+            f"{trained.run_dir}: decode.min_length is {config.decode.min_length}, but the web page's search has "
+            "no minimum length; export a run with decode.min_length 0",
+            field="decode.min_length",
+        )
     codec = TextCodec.load(trained.run_dir, config.data)
     tokenizers = {"source": web_tokenizer(codec.src_tokenizer), "target": web_tokenizer(codec.tgt_tokenizer)}
     runtime.runtime_folder()  # fetched before the long part, so that a missing engine fails first

@@ -136,7 +136,9 @@ async function explain() {
   const sentence = $("source").value.trim();
   if (!sentence) return status("Type a sentence first.", true);
   await attempt("replaying the search", async () => {
-    replay.show(await api("/v1/explain", {model: $("model").value, sentence, beam_size: Number($("beam").value)}));
+    const {prefix, terms} = steering();  // the replay shows the search as the translation was steered
+    replay.show(await api("/v1/explain", {model: $("model").value, sentence, beam_size: Number($("beam").value),
+                                          prefix: prefix.trim() ? prefix : "", constraints: terms}));
   });
 }
 

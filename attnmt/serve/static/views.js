@@ -106,7 +106,7 @@ export function showResult(parts, result) {
   }
 }
 
-// The search of one sentence, step by step: at each step the 2K candidates the beam search ranked
+// The search of one sentence, step by step: at each step the candidates the beam search ranked
 // (`Translator.explain`'s steps: tokens, parent, log_prob, status, slot, attention), one chosen
 // candidate's attention so far drawn as a heatmap. `parts`: the slider, its label, the
 // candidates' table and the heatmap's container.

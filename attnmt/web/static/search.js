@@ -1,6 +1,7 @@
 // Greedy and beam search in the browser, over an export's three ONNX graphs run by onnxruntime-web.
 //
-// The twin of `attnmt.search` (greedy, beam_search) for one sentence, step for step: the same
+// The twin of `attnmt.search` (`greedy.greedy`, `beam.beam_search`, without steering rules) for one
+// sentence, step for step: the same
 // length limit floor(a * S) + b (EOS forced at it), PAD and BOS never generated, beam search's
 // 2K candidates of which those ending in EOS among the first K finish (scored with the GNMT
 // length penalty ((5 + |Y|) / 6) ** alpha), the best K others living on, a sentence done once K
@@ -12,13 +13,14 @@
 export const PAD = 0, UNK = 1, BOS = 2, EOS = 3;
 const f32 = Math.fround;
 
-// Each sentence's output limit in tokens, EOS included: floor(a * S) + b, at most `cap`.
+// Each sentence's output limit in tokens, EOS included: floor(a * S) + b, at most `cap`
+// (`search.options.max_lengths`).
 export function lengthLimit(sourceLength, {max_length_a: a, max_length_b: b, max_length: cap}) {
   const limit = Math.floor(f32(f32(sourceLength) * f32(a))) + b;
   return cap == null ? limit : Math.min(limit, cap);
 }
 
-// GNMT's length penalty in float32, as `beams.length_penalty` computes it
+// GNMT's length penalty in float32, as `search.options.length_penalty` computes it
 export function lengthPenalty(length, alpha) {
   return f32(Math.pow(f32((5 + length) / 6), alpha));
 }
@@ -44,7 +46,7 @@ function gatherRows(ort, tensor, axis, rows) {
 // The batch axis of each part of the decoder state: hidden and cell (L, B, H), feed (B, H)
 const STATE_BATCH_AXIS = {hidden: 1, cell: 1, feed: 0};
 
-// The step interface (`search.StepModel`) over onnxruntime-web sessions of encoder.onnx,
+// The step interface (`search.options.StepModel`) over onnxruntime-web sessions of encoder.onnx,
 // init.onnx and step.onnx, for a batch of rows of one sentence.
 export class OnnxModel {
   constructor(ort, sessions, stateNames) {
@@ -106,7 +108,8 @@ function row(array, index, width) {
   return Array.from(array.subarray(index * width, (index + 1) * width));
 }
 
-// A hypothesis as Python's `Hypothesis`: tokens without EOS, attention one row per token with EOS
+// A hypothesis as Python's `search.hypotheses.Hypothesis` (`hypothesis_of`): tokens without EOS,
+// attention one row per token with EOS
 function hypothesis(tokens, attention, logProb, score) {
   const end = tokens.indexOf(EOS);
   const kept = end < 0 ? tokens.length : end + 1;
@@ -114,7 +117,7 @@ function hypothesis(tokens, attention, logProb, score) {
           log_prob: logProb, score};
 }
 
-// Greedy search of one sentence (`search.greedy`): the most probable token at each step.
+// Greedy search of one sentence (`search.greedy.greedy`): the most probable token at each step.
 export async function greedy(model, ids, options) {
   const source = await model.encode(ids);
   let state = await model.initState(source);
@@ -153,7 +156,7 @@ function topIndices(values, count) {
   return kept;
 }
 
-// Beam search of one sentence (`search.beam_search`): its n-best hypotheses, best first. With
+// Beam search of one sentence (`search.beam.beam_search`): its n-best hypotheses, best first. With
 // `observe`, every step's candidates are reported as `Translator.explain` records them.
 export async function beamSearch(model, ids, options, observe = null) {
   const beam = options.beam_size, alpha = options.length_penalty, width = ids.length;
@@ -174,6 +177,7 @@ export async function beamSearch(model, ids, options, observe = null) {
         totals[k * vocab + v] = generable ? live[k].logProb + scores[k * vocab + v] : -Infinity;
       }
     }
+    // `never_generated` and EOS forced at the limit, then the 2K best (`beam_search`'s topk);
     // histories are copied only for the candidates that finish or live on (`grown`), not all 2K
     const candidates = topIndices(totals, 2 * beam).map((flat, rank) => {
       const origin = Math.floor(flat / vocab), token = flat % vocab;
@@ -182,11 +186,13 @@ export async function beamSearch(model, ids, options, observe = null) {
     const grown = (c) => ({...c, tokens: [...live[c.origin].tokens, c.token],
                            attention: [...live[c.origin].attention, c.stepAttention]});
     const penalty = lengthPenalty(step + 1, alpha);
+    // EOS among the top K finishes and joins the finished set (`hypotheses.merge_finished`)
     const finishing = candidates.filter((c) => c.token === EOS && c.rank < beam && c.logProb > -Infinity);
     const pool = [...finished, ...finishing.map((c) => ({...grown(c), score: f32(c.logProb / penalty)}))];
     finished = topIndices(pool.map((h) => h.score), beam).map((i) => pool[i]);
     count += finishing.length;
     const done = count >= beam || last;
+    // the best K not ending in EOS live on (`beam_search`'s `pick`); a done sentence keeps none
     const picks = done ? [] : topIndices(candidates.map((c) => (c.token === EOS ? -Infinity : c.logProb)), beam);
     if (observe) observe({step, candidates, picks, finishing, penalty});
     if (done) break;

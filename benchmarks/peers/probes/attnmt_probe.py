@@ -21,7 +21,8 @@ from _probe import record_training, set_threads, write_attention_focus, write_tr
 
 from attnmt.config import load_config
 from attnmt.loading import ModelSpec, load
-from attnmt.search import SearchOptions, decode_all
+from attnmt.search.decode import decode_all
+from attnmt.search.options import SearchOptions
 from attnmt.train import Trainer, fit
 
 

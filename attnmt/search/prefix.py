@@ -9,8 +9,10 @@ once per prefix over the target vocabulary's surfaces (`Tokenizer.surface`), as 
 automaton: state j = the first j characters of the word spelled.
 
 `parse` turns text into a `Prefix` (or a UserError: nothing but unknown tokens, a word no
-tokens spell); `search.Forcing.of` turns a batch's prefixes into the tensors the search takes,
-in the index space it runs in (the whole vocabulary, or a shortlist's).
+tokens spell), `parse_prefixes` a batch's, checked against their sentences' length limits;
+`kept` writes an output's forced start as it was typed. `forcing.Forcing.of` turns a batch's
+prefixes into the tensors the search takes, in the index space it runs in (the whole
+vocabulary, or a shortlist's).
 
 Light module: no torch.
 """
@@ -29,7 +31,7 @@ class Prefix:
     """forced: the target ids of the complete words, in order. moves: for the unfinished last
     word, per state j (characters spelled), the (token id, next state) pairs it may take, the
     next state being the word's length once it is spelled; empty when the text ends a word.
-    The search takes it as a `search.TargetPrefix`."""
+    `forcing.Forcing` forces it."""
 
     forced: tuple[int, ...]
     moves: tuple[tuple[tuple[int, int], ...], ...]
@@ -64,6 +66,44 @@ def parse(text: str, tokenizer, vocab: Vocab, token_surfaces: Sequence[str | Non
     if word and moves is None:
         raise UserError(f"{text!r}: no tokens of the target vocabulary spell {word.strip()!r}", field="prefix")
     return Prefix(forced, moves or (), len(vocab), tokenizer.detokenize(tokens) if tokens else "")
+
+
+def parse_prefixes(
+    texts: Sequence[str | None],
+    source_lengths: Sequence[int],
+    limits: Sequence[int],
+    tokenizer,
+    vocab: Vocab,
+    token_surfaces: Sequence[str | None],
+    first: int = 1,
+) -> list[Prefix | None]:
+    """Each sentence's prefix (None or "": free) parsed for the target side `tokenizer`, `vocab`
+    and their `surfaces`, and checked to leave room for EOS within the sentence's length limit
+    (`limits`, tokens with EOS; `source_lengths` in tokens); a UserError naming the sentence
+    (numbered from `first`) otherwise."""
+    if len(texts) != len(source_lengths):
+        raise UserError(f"{len(texts)} prefixes for {len(source_lengths)} sentences", field="prefix")
+    parsed: list[Prefix | None] = []
+    for index, (text, source_length, limit) in enumerate(zip(texts, source_lengths, limits, strict=True)):
+        if not text:
+            parsed.append(None)
+            continue
+        where = f"sentence {first + index}"
+        if not source_length:
+            raise UserError(f"{where} is empty: there is nothing for its prefix to continue", field="prefix")
+        try:
+            prefix = parse(text, tokenizer, vocab, token_surfaces)
+        except UserError as error:
+            raise UserError(f"{where}: prefix {error.problem}", field="prefix") from None
+        room = limit - 1  # tokens before the EOS that ends every output
+        if prefix.min_tokens() > room:
+            raise UserError(
+                f"{where}: its prefix takes {prefix.min_tokens()} tokens, more than the {room} its length "
+                "limit leaves before EOS (decode.max_length_a, decode.max_length_b)",
+                field="prefix",
+            )
+        parsed.append(prefix)
+    return parsed
 
 
 def kept(output: str, forced_output: str, prefix: Prefix) -> str:

@@ -1,4 +1,4 @@
-"""Lexically constrained beam search: outputs that contain required target phrases (terminology),
+"""Required phrases as a steering rule: outputs that contain given target phrases (terminology),
 by dynamic beam allocation (Post and Vilar, 2018).
 
 Each sentence has up to P required phrases of token ids. A hypothesis carries which phrases it
@@ -12,7 +12,7 @@ among banks by count (0 .. all the sentence's constraint tokens), K / (banks) ea
 remainder to the highest, slots a bank cannot fill going to the best of the rest. So
 hypotheses that have met more constraints are not crowded out by better-scoring ones that
 have met fewer, which is what makes the search find them. A sentence without constraints is
-searched exactly as `search.beam_search` searches it (one bank; EOS finishes among the K best).
+searched exactly as plain beam search searches it (one bank; EOS finishes among the K best).
 
 A hypothesis may end (EOS) only once it has every phrase, and may take no token that would
 leave it more constraint tokens to write than tokens left before its sentence's limit
@@ -24,30 +24,21 @@ sentence whose phrases could not all be written (a limit too short for them) get
 translation ranked first by how few constraint tokens it lacks, and the caller reports the
 phrases missing from it (`missing`).
 
-Batched like `search.beam_search` (tensor operations on all sentences and hypotheses, no loop
-over them); a beam of one is allowed (the allocation then keeps the most advanced candidate).
+The rule adds candidates and chooses among them, so greedy options search a beam of one (the
+allocation then keeps the most advanced candidate). `parse_required` turns a batch's phrases
+into target ids; `missing` says which phrases an output lacks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from attnmt.beams import (
-    Beams,
-    Hypothesis,
-    SearchOptions,
-    StepModel,
-    empty_finished,
-    gather_beams,
-    hypothesis_of,
-    length_penalty,
-    merge_finished,
-    never_generated,
-)
-from attnmt.vocab import BOS, EOS, PAD
+from attnmt.search.rules import Rule
+from attnmt.utils import UserError
+from attnmt.vocab import EOS, PAD, UNK
 
 # Ranking finished hypotheses that lack constraint tokens (only at the length limit): far below
 # every complete one, fewer missing tokens first.
@@ -162,141 +153,112 @@ def _allocate(log_probs: torch.Tensor, count: torch.Tensor, total: torch.Tensor,
     return order.gather(1, key.topk(beam, dim=1, largest=False).indices)
 
 
-def _unique(flat: torch.Tensor) -> torch.Tensor:
-    """flat (B_a, N) candidate indices (-1: none) -> which are repeats of an earlier one (B_a, N)."""
-    key = torch.where(flat >= 0, flat, -1 - torch.arange(flat.size(1), device=flat.device))  # -1s all differ
-    ordered, order = key.sort(dim=1, stable=True)
-    repeat = torch.zeros_like(ordered, dtype=torch.bool)
-    repeat[:, 1:] = ordered[:, 1:] == ordered[:, :-1]
-    return torch.zeros_like(repeat).scatter(1, order, repeat)
+class Phrases(Rule):
+    """The rule that outputs contain a batch's `Requirements` (the module says how). Its state:
+    each hypothesis's progress through its sentence's phrases, then each candidate's."""
 
+    needs_beam = True  # it adds candidates and allocates the beam among banks
+    selects = True
 
-@torch.no_grad()
-def constrained_beam_search(
-    model: StepModel, src: torch.Tensor, src_lengths: torch.Tensor, options: SearchOptions, required: Requirements
-) -> list[list[Hypothesis]]:
-    """Beam search of a batch whose outputs must contain `required`'s phrases: src (B, S),
-    src_lengths (B,) -> per sentence its n_best hypotheses, best first (module docstring)."""
-    assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
-    batch_size, src_len, device, beam = src.size(0), src.size(1), src.device, options.beam_size
-    widen = torch.arange(batch_size, device=device).repeat_interleave(beam)  # (B*K,) each sentence K times
-    encoder_output = model.encode(src, src_lengths).index_select(widen)
-    state = model.init_state(encoder_output)  # (B_a*K) rows, as in beam search
-    limits = options.length_limits(src_lengths).to(device)  # (B_a,)
-    max_limit = int(limits.max())
-    start = torch.full((batch_size, beam), float("-inf"), device=device)
-    start[:, 0] = 0.0
-    beams = Beams(start, src.new_empty(batch_size, beam, 0), torch.zeros(batch_size, beam, 0, src_len, device=device))
-    phrases_count = required.lengths.size(1)
-    progress = _Progress(
-        torch.zeros(batch_size, beam, phrases_count, dtype=torch.bool, device=device),
-        torch.full((batch_size, beam), -1, dtype=torch.long, device=device),
-        torch.zeros(batch_size, beam, dtype=torch.long, device=device),
-    )
-    finished = empty_finished(batch_size, beam, max_limit, src_len, device)
-    results = empty_finished(batch_size, beam, max_limit, src_len, device)
-    active = torch.arange(batch_size, device=device)
-    prev = torch.full((batch_size * beam,), BOS, dtype=torch.long, device=device)
-    beam_offsets = torch.arange(beam, device=device)
-    for step in range(max_limit):
-        step_log_probs, state, attention = model.next_log_probs(prev, state, encoder_output)
-        rows, vocab_size = active.numel(), step_log_probs.size(-1)
-        phrases, lengths = required.phrases[active], required.lengths[active]  # (B_a, P, L), (B_a, P)
-        total = lengths.sum(1)  # (B_a,)
-        step_log_probs = never_generated(step_log_probs).view(rows, beam, vocab_size)
+    def __init__(self, required: Requirements):
+        self.required = required
+        self.progress: _Progress | None = None  # (B_a, K) hypotheses, then (B_a, N) candidates
+        self.active: torch.Tensor | None = None  # (B_a,) the batch rows of this step
+
+    def _phrases(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The active sentences' phrases (B_a, P, L) and phrase lengths (B_a, P)."""
+        return self.required.phrases[self.active], self.required.lengths[self.active]
+
+    def restrict(self, log_probs: torch.Tensor, step: int, active: torch.Tensor, limits: torch.Tensor) -> torch.Tensor:
+        rows, beam, _ = log_probs.shape
+        if self.progress is None:  # the first step: nothing written
+            count, device = self.required.lengths.size(1), log_probs.device
+            self.progress = _Progress(
+                torch.zeros(rows, beam, count, dtype=torch.bool, device=device),
+                torch.full((rows, beam), -1, dtype=torch.long, device=device),
+                torch.zeros(rows, beam, dtype=torch.long, device=device),
+            )
+        self.active = active
+        phrases, lengths = self._phrases()
         last = step + 1 >= limits  # (B_a,)
-        lacking = total[:, None] - progress.count(lengths)  # (B_a, K) constraint tokens still to write
-        eos_log_probs = step_log_probs[:, :, EOS].masked_fill(lacking > 0, float("-inf"))
-        step_log_probs = step_log_probs.clone()
-        step_log_probs[:, :, EOS] = torch.where(last[:, None], step_log_probs[:, :, EOS], eos_log_probs)
-        advancing = progress.advancing(phrases, lengths)  # (B_a, K, 1 + P)
+        lacking = lengths.sum(1)[:, None] - self.progress.count(lengths)  # (B_a, K) constraint tokens still to write
+        eos_log_probs = log_probs[:, :, EOS].masked_fill(lacking > 0, float("-inf"))  # EOS only with every phrase
+        log_probs = log_probs.clone()
+        log_probs[:, :, EOS] = torch.where(last[:, None], log_probs[:, :, EOS], eos_log_probs)
+        self.advancing = self.progress.advancing(phrases, lengths)  # (B_a, K, 1 + P)
         # No token may leave a hypothesis more constraint tokens to write than tokens left before
         # its limit's EOS: any token while its slack allows for losing the phrase in progress,
         # the first token of another phrase while it allows for that, the next one always.
         room = (limits - 1 - step)[:, None]  # (B_a, 1)
-        at_risk = lacking + progress.position  # (B_a, K) what it lacks if its phrase in progress is lost
+        at_risk = lacking + self.progress.position  # (B_a, K) what it lacks if its phrase in progress is lost
         hopeless = lacking > room  # its limit cannot hold its phrases whatever it does: left free
         free = (at_risk < room) | last[:, None] | hopeless
-        if not bool(free.all()):
-            starts_ok = (at_risk <= room)[:, :, None] & (torch.arange(advancing.size(2), device=device) > 0)
-            usable = (advancing >= 0) & (starts_ok | (torch.arange(advancing.size(2), device=device) == 0))
-            votes = torch.zeros_like(step_log_probs, dtype=torch.long)  # summed: a token may be listed twice
-            allowed = votes.scatter_add_(2, advancing.clamp(min=0), usable.long()) > 0
-            step_log_probs = step_log_probs.masked_fill(~free[:, :, None] & ~allowed, float("-inf"))
-        not_eos = torch.arange(vocab_size, device=device) != EOS
-        step_log_probs = step_log_probs.masked_fill(last[:, None, None] & not_eos, float("-inf"))
-        totals = (beams.log_probs[:, :, None] + step_log_probs).view(rows, beam * vocab_size)  # (B_a, K*V)
-        slots = beam_offsets[None, :, None] * vocab_size  # (1, K, 1)
-        best = (step_log_probs.argmax(-1, keepdim=True) + slots).view(rows, beam)  # each hypothesis's best
-        advance = torch.where(advancing >= 0, advancing + slots, -1).view(rows, -1)
-        flat = torch.cat([totals.topk(2 * beam, dim=1).indices, best, advance], dim=1)  # (B_a, N)
-        candidate_log_probs = totals.gather(1, flat.clamp(min=0)).masked_fill((flat < 0) | _unique(flat), float("-inf"))
-        flat = flat.clamp(min=0)
-        origin, token = flat // vocab_size, flat % vocab_size  # (B_a, N)
-        origin_count = progress.count(lengths).gather(1, origin)
-        progress = progress.gather(origin).after(token, phrases, lengths)  # each candidate's
-        candidate_tokens = torch.cat([gather_beams(beams.tokens, origin), token[:, :, None]], dim=2)
-        step_attention = gather_beams(attention.float().view(rows, beam, src_len), origin)
-        candidate_attention = torch.cat([gather_beams(beams.attention, origin), step_attention[:, :, None]], dim=2)
-        is_eos = token == EOS
-        # As beam search does, an EOS among the K best candidates finishes; with constraints, any
-        # (EOS is open only to hypotheses that have them all), however it ranks among the rest.
-        order = candidate_log_probs.argsort(dim=1, descending=True, stable=True)
-        rank = torch.empty_like(order).scatter_(1, order, torch.arange(order.size(1), device=device).expand_as(order))
-        finishing = is_eos & (candidate_log_probs > float("-inf")) & ((rank < beam) | (total[:, None] > 0))
-        penalty = length_penalty(torch.tensor(step + 1), options.length_penalty)
-        short = (total[:, None] - origin_count).clamp(min=0)  # constraint tokens lacking: only at the limit
-        ranking = candidate_log_probs / penalty - _MISSING_TOKEN_COST * short
-        finished = merge_finished(
-            finished,
-            torch.where(finishing, ranking, float("-inf")),
-            torch.where(finishing, candidate_log_probs, float("-inf")),
-            candidate_tokens,
-            candidate_attention,
-        )
-        done = (finished.count >= beam) | last
-        if bool(done.any()):
-            results.put(active[done], finished.rows(done))
-            keep = (~done).nonzero().squeeze(1)
-            if keep.numel() == 0:
-                break
-            active, limits, finished = active[keep], limits[keep], finished.rows(keep)
-            candidate_log_probs, is_eos, origin = candidate_log_probs[keep], is_eos[keep], origin[keep]
-            candidate_tokens, candidate_attention = candidate_tokens[keep], candidate_attention[keep]
-            progress, lengths = progress.rows(keep), lengths[keep]
-            encoder_output = encoder_output.index_select((keep[:, None] * beam + beam_offsets).view(-1))
-        else:
-            keep = torch.arange(rows, device=device)
-        live = candidate_log_probs.masked_fill(is_eos, float("-inf"))
-        pick = _allocate(live, progress.count(lengths), lengths.sum(1), beam)  # (B_a, K)
-        beams = Beams(
-            live.gather(1, pick), gather_beams(candidate_tokens, pick), gather_beams(candidate_attention, pick)
-        )
-        progress = progress.gather(pick)
-        state = state.index_select((keep[:, None] * beam + origin.gather(1, pick)).view(-1))
-        prev = beams.tokens[:, :, -1].reshape(-1)
-    return _collect(results, src_lengths, options)
+        if bool(free.all()):
+            return log_probs
+        column = torch.arange(self.advancing.size(2), device=log_probs.device)
+        usable = (self.advancing >= 0) & (((at_risk <= room)[:, :, None] & (column > 0)) | (column == 0))
+        votes = torch.zeros_like(log_probs, dtype=torch.long)  # summed: a token may be listed twice
+        allowed = votes.scatter_add_(2, self.advancing.clamp(min=0), usable.long()) > 0
+        restricted = log_probs.masked_fill(~free[:, :, None] & ~allowed, float("-inf"))
+        # Where a rule before this one (a prefix being forced) leaves nothing this one allows, it
+        # gives way: the phrases then get the room that is left after it
+        stuck = (restricted == float("-inf")).all(-1) & (log_probs > float("-inf")).any(-1)  # (B_a, K)
+        return torch.where(stuck[:, :, None], log_probs, restricted)
+
+    def candidates(self, log_probs: torch.Tensor) -> torch.Tensor:
+        """Each hypothesis's best token and the tokens that advance its phrases (B_a, K * (2 + P))."""
+        rows, beam, vocab_size = log_probs.shape
+        slots = torch.arange(beam, device=log_probs.device)[None, :, None] * vocab_size  # (1, K, 1)
+        best = (log_probs.argmax(-1, keepdim=True) + slots).view(rows, beam)
+        advance = torch.where(self.advancing >= 0, self.advancing + slots, -1).view(rows, -1)
+        return torch.cat([best, advance], dim=1)
+
+    def advance(self, origin: torch.Tensor, token: torch.Tensor) -> None:
+        phrases, lengths = self._phrases()
+        # What a finishing candidate lacks is its hypothesis's: EOS writes nothing of a phrase
+        self.lacking = (lengths.sum(1)[:, None] - self.progress.count(lengths).gather(1, origin)).clamp(min=0)
+        self.progress = self.progress.gather(origin).after(token, phrases, lengths)
+
+    def may_finish(self) -> torch.Tensor:
+        """With phrases, any EOS finishes (it is open only to hypotheses that have them all),
+        however it ranks among the rest."""
+        return (self.required.lengths[self.active].sum(1) > 0)[:, None]
+
+    def finish_cost(self) -> torch.Tensor:
+        return _MISSING_TOKEN_COST * self.lacking  # only at the length limit can a finished one lack some
+
+    def select(self, log_probs: torch.Tensor, beam: int) -> torch.Tensor:
+        lengths = self.required.lengths[self.active]
+        return _allocate(log_probs, self.progress.count(lengths), lengths.sum(1), beam)
+
+    def reorder(self, pick: torch.Tensor, keep: torch.Tensor) -> None:
+        self.progress = self.progress.gather(pick).rows(keep)
 
 
-def _collect(finished, src_lengths: torch.Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
-    """The n_best of each sentence, with their true scores (the ranking's missing-token cost taken off)."""
-    log_probs, tokens, attention = finished.log_probs.cpu(), finished.tokens.cpu(), finished.attention.cpu()
-    results = []
-    for i in range(log_probs.size(0)):
-        hypotheses = []
-        for k in range(options.n_best):
-            if log_probs[i, k] == float("-inf"):
-                continue
-            steps = int((tokens[i, k] != PAD).sum())
-            # greedy options report the log-probability, as greedy search does: a free sentence's
-            # score must not depend on whether a batch-mate has phrases
-            alpha = 0.0 if options.is_greedy else options.length_penalty
-            score = float(log_probs[i, k]) / float(length_penalty(torch.tensor(steps), alpha))
-            hypotheses.append(
-                hypothesis_of(tokens[i, k], attention[i, k], float(log_probs[i, k]), score, int(src_lengths[i]))
-            )
-        results.append(hypotheses)
-    return results
+def parse_required(
+    required: Sequence[Sequence[str]], count: int, encode: Callable[[str], list[int]], first: int = 1
+) -> list[list[list[int]]]:
+    """Each of `count` sentences' required phrases (one list per sentence) as target ids, by
+    `encode` (the target tokenizer and vocabulary); an empty phrase, or one of unknown tokens
+    only, is a UserError naming the sentence (numbered from `first`)."""
+    if len(required) != count:
+        raise UserError(f"{len(required)} lists of required phrases for {count} sentences", field="require")
+    parsed = []
+    for index, phrases in enumerate(required):
+        ids = []
+        for phrase in phrases:
+            tokens = encode(phrase)
+            if not tokens:
+                raise UserError(f"sentence {first + index}: a required phrase is empty", field="require")
+            if all(token == UNK for token in tokens):
+                raise UserError(
+                    f"sentence {first + index}: required {phrase!r}: every token is unknown to the model's "
+                    "target vocabulary",
+                    field="require",
+                )
+            ids.append(tokens)
+        parsed.append(ids)
+    return parsed
 
 
 def missing(tokens: Sequence[int], phrases: Sequence[Sequence[int]]) -> list[int]:

@@ -1,6 +1,6 @@
 """Greedy and beam search in fixed shapes, so that a CUDA device replays each step as a graph.
 
-`search.greedy` and `search.beam_search` drop a sentence from the batch once it is done: the
+`greedy.greedy` and `beam.beam_search` drop a sentence from the batch once it is done: the
 host reads the device at every step (has any finished?) and the batch changes shape. On a GPU
 one step of these models is dozens of small kernels, so the host's launches and that read set
 the pace, not the arithmetic. Here every step has the same shapes: all B rows (B*K for a beam)
@@ -8,14 +8,14 @@ step until every sentence is done, a finished sentence is masked instead of remo
 step number lives on the device. A step is then a function of fixed buffers: on a CUDA device
 it is captured once per batch as a CUDA graph and replayed (one launch a step), and the host
 reads the device once every `check_every` steps, to stop when all are done. Elsewhere the same
-step runs eagerly, which is how the tests compare it with `search`.
+step runs eagerly, which is how the tests compare it with the eager loops.
 
-The outputs are `search`'s: every operation is row-wise and nothing a masked row computes is
+The outputs are theirs: every operation is row-wise and nothing a masked row computes is
 kept. On a GPU the matrix products of a batch that keeps its finished rows may round
 differently from those of a shrinking one (the library picks kernels by shape), which can flip
 a near-tie. The cost: finished rows keep stepping, and a beam carries its hypotheses' whole
-token and attention history at full length. Prefixes, required phrases and observers are
-`search`'s alone.
+token and attention history at full length. Steering rules and observers are the eager
+loops' alone.
 """
 
 from __future__ import annotations
@@ -26,18 +26,15 @@ from typing import Any
 
 import torch
 
-from attnmt.beams import (
+from attnmt.search.hypotheses import (
     Hypothesis,
-    SearchOptions,
-    StepModel,
     collect_finished,
     empty_finished,
     gather_beams,
     hypothesis_of,
-    length_penalty,
     merge_finished,
-    never_generated,
 )
+from attnmt.search.options import SearchOptions, StepModel, length_penalty, never_generated
 from attnmt.vocab import BOS, EOS, PAD
 
 CHECK_EVERY = 8  # steps between the host's reads of "is every sentence done?"
@@ -163,7 +160,7 @@ def fixed_greedy(
     graphs: bool | None = None,
     check_every: int = CHECK_EVERY,
 ) -> list[Hypothesis]:
-    """`search.greedy` in fixed shapes: src (B, S) long, src_lengths (B,) -> one Hypothesis per
+    """`greedy.greedy` in fixed shapes: src (B, S) long, src_lengths (B,) -> one Hypothesis per
     sentence. `graphs`: replay the step as a CUDA graph (default: on a CUDA device)."""
     assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
     search = _FixedGreedy(model, src, src_lengths, options)
@@ -174,7 +171,7 @@ def fixed_greedy(
 class _FixedBeam:
     """Beam search's buffers and step for one batch: src (B, S), src_lengths (B,), K beams.
 
-    As `search.beam_search`: the 2K best continuations of the K live hypotheses are ranked,
+    As `beam.beam_search`: the 2K best continuations of the K live hypotheses are ranked,
     those among the top K ending in EOS join the sentence's finished set (length-penalized),
     the best K not ending in EOS live on. A sentence is done once K have finished or at its
     length limit; from then on it adds nothing to its finished set."""
@@ -263,7 +260,7 @@ def fixed_beam_search(
     graphs: bool | None = None,
     check_every: int = CHECK_EVERY,
 ) -> list[list[Hypothesis]]:
-    """`search.beam_search` in fixed shapes: src (B, S), src_lengths (B,) -> per sentence its
+    """`beam.beam_search` in fixed shapes: src (B, S), src_lengths (B,) -> per sentence its
     n_best hypotheses, best first. `graphs`: replay the step as a CUDA graph (default: on a CUDA device)."""
     assert src.dim() == 2 and src_lengths.shape == (src.size(0),), "src (B, S), src_lengths (B,)"
     search = _FixedBeam(model, src, src_lengths, options)
