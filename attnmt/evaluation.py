@@ -316,10 +316,11 @@ def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test
     return out_dir
 
 
-def training_summary(checkpoint: Path) -> dict[str, float | int | None]:
+def training_summary(checkpoint: Path) -> dict:
     """How the scored weights were trained, from the checkpoints' meta.json: the checkpoint's
-    step, validation score and minutes of training, and the steps and minutes of the whole run
-    (its last checkpoint). None where a checkpoint does not say."""
+    step, validation score and minutes of training, the code that trained it (its commit and
+    whether the checkout was dirty, as `provenance.code_state` gives them), and the steps and
+    minutes of the whole run (its last checkpoint). None where a checkpoint does not say."""
     scored = read_meta(checkpoint)
     try:
         last_name = read_index(run_dir_of(checkpoint)).last
@@ -330,6 +331,7 @@ def training_summary(checkpoint: Path) -> dict[str, float | int | None]:
         "step": scored.get("step"),
         "valid_score": scored.get("score"),
         "minutes": _minutes(scored),
+        "code": scored.get("code"),
         "run_steps": last.get("step"),
         "run_minutes": _minutes(last),
     }

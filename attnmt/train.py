@@ -31,6 +31,7 @@ from attnmt.feeding import feed
 from attnmt.loss import loss_denominator, token_loss
 from attnmt.metrics import bleu, perplexity
 from attnmt.model import build_model
+from attnmt.provenance import code_state
 from attnmt.runlog import MetricsLog, ProgressDisplay
 from attnmt.schedules import lr_multiplier, teacher_forcing_ratio
 from attnmt.search.decode import decode_all
@@ -205,6 +206,7 @@ class Trainer:
         on_validation=None,
     ) -> None:
         self.config, self.log, self.on_validation = config, log, on_validation
+        self.code = code_state()  # what trains from here on: each checkpoint records it
         device_name = choose_device(config.train.device)
         self.context = distributed.setup(device_name.split(":")[0])
         self.device = distributed.device_for(self.context, device_name)
@@ -280,7 +282,7 @@ class Trainer:
         if not self.context.is_main:
             return None
         higher = self.config.train.early_stopping_metric == "bleu"
-        meta = {"elapsed": self.progress.elapsed, "tokens": self.progress.tokens}
+        meta = {"elapsed": self.progress.elapsed, "tokens": self.progress.tokens, "code": self.code}
         return save_checkpoint(
             self.run_dir,
             self.progress.step,

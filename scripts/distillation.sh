@@ -7,8 +7,9 @@
 #
 #   scripts/distillation.sh [RUNS_DIR]              # default runs/distill; rerun to resume
 #
-# Settings from the environment (defaults in brackets): PHASES [teachers distill students record
-# shortlists pareto]; SEEDS [1 2 3] of the teachers; BEAM [5] of the distillation; SMALL
+# Settings from the environment (defaults in brackets): CONFIG [configs/multi30k-en-de-luong.yaml]
+# the teachers' and students' config; PHASES [teachers distill students record shortlists pareto];
+# SEEDS [1 2 3] of the teachers; BEAM [5] of the distillation; SMALL
 # ["model.embedding_size=128 model.encoder_hidden=128 model.decoder_hidden=256"], the smaller
 # student's overrides; SET: extra --set overrides for every training run (e.g.
 # "train.max_steps=20" for a smoke test); REPEATS [5] timed passes of the table; PEER_SEEDS [1,2]
@@ -35,7 +36,7 @@ PLOT=${PLOT:-docs/results/pareto.png}
 RECORD=${RECORD:-docs/results/distillation-runs.json}
 DEVICE=${DEVICE:-cpu}
 ATTNMT=${ATTNMT:-python -m attnmt}
-CONFIG=configs/multi30k-en-de-luong.yaml
+CONFIG=${CONFIG:-configs/multi30k-en-de-luong.yaml}
 mkdir -p "$RUNS"
 
 train() {  # run-dir overrides...: train, or resume a run that has a checkpoint

@@ -116,6 +116,7 @@ ALLOWED = {
         "data",
         "feeding",
         "model",
+        "provenance",
         "metrics",
         "checkpoint",
         "vocab",

@@ -343,6 +343,15 @@ def test_a_raw_result_is_quotable_only_from_known_unedited_code_and_unedited_con
         "trial t code_at_end: dirty in attnmt/train.py",
         "trial u: no record of its code",
     ]
+    entries = [  # a table's rows: each its evaluation's code and the code that trained the weights
+        {"name": "a", "code_at_start": CLEAN, "code_at_end": CLEAN, "training": {"code": edited}},
+        {"name": "b", "code_at_start": {**CLEAN, "commit": None}, "code_at_end": CLEAN, "training": {}},
+        {"name": "c", "training": {"code": edited}},  # collected before rows recorded their code
+    ]
+    assert provenance_problems(_raw(entries=entries)) == [
+        "entry a training: dirty in attnmt/train.py",
+        "entry b code_at_start: no commit recorded",
+    ]
 
 
 def test_a_figure_from_a_raw_result_of_edited_code_is_refused(tmp_path, monkeypatch):

@@ -54,9 +54,12 @@ def _evaluation(command: str, records: list[dict]) -> dict:
     figures = {"bleu": 30.0, "chrf": 55.0, "tokenized_bleu": 31.0, "bleu_signature": "sig", "bleu_by_length": []}
     search = {"beam_size": 5, "length_penalty": 1.0}
     training = {"step": 900, "valid_score": 30.0, "minutes": 9.0, "run_steps": 1000, "run_minutes": 10.0}
+    code = {"commit": "c" * 40, "dirty": False, "dirty_paths": [], "load_average": 0.5}
     return {
         "command": command,
         "machine": {"cpu": "test cpu"},
+        "code_at_start": code,
+        "code_at_end": code,
         "runs": [{**figures, "search": search, "training": training, **record} for record in records],
     }
 
@@ -88,6 +91,7 @@ def test_multi30k_table_collects_each_system_and_names_no_machine_folder(tmp_pat
         ("en-fr", "test2017 flickr", "averaged, seed 1"),
         ("en-fr", "test2017 flickr", "ensemble of 2, averaged"),
     ]
+    assert all(entry["code_at_start"]["commit"] == "c" * 40 for entry in results["entries"])  # each row's evaluation
     assert str(data) not in out.read_text(encoding="utf-8")
     assert "--src $ATTNMT_DATA/multi30k/test_2017_flickr.en.gz" in results["entries"][0]["command"]
     header, body = multi30k_table.table_rows(results)

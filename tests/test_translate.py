@@ -15,6 +15,7 @@ import torch
 from attnmt.corpora import Example, load_corpus, read_test_files
 from attnmt.evaluation import evaluate, evaluate_runs, significance, training_summary, write_evaluation
 from attnmt.loading import ModelSpec, load
+from attnmt.provenance import code_state
 from attnmt.search.beam import beam_search
 from attnmt.search.greedy import greedy
 from attnmt.search.options import SearchOptions
@@ -219,6 +220,9 @@ def test_evaluate_runs_names_each_result_compares_it_to_the_first_and_writes_it(
     assert trained[last.name]["step"] == trained[last.name]["run_steps"] == last_step
     assert trained[reverse_run.name]["run_steps"] == last_step and trained[reverse_run.name]["valid_score"] is not None
     assert 0 < trained[reverse_run.name]["minutes"] <= trained[reverse_run.name]["run_minutes"]
+    # the code that trained the weights, as the checkpoint recorded it
+    assert trained[last.name]["code"]["commit"] == code_state()["commit"]
+    assert trained[last.name]["code"].keys() == code_state().keys()
     assert len((out / "hypotheses-2.txt").read_text().splitlines()) == 20 and (out / "length.png").stat().st_size
 
 

@@ -6,11 +6,12 @@ Reads every RUNS/evaluation/CONFIG-TEST-KIND/evaluation.json (TEST: test2016 or 
 single, which scores each run and its averaged checkpoint, or ensemble, ensemble-averaged) and
 writes one file: per scored system the direction, decoder and score, test set, model (single,
 averaged, ensemble), tokenized-lowercased BLEU (the papers' metric), sacreBLEU's BLEU with its
-signature, chrF, the search, how long the scored weights were trained, and the command of the
-evaluation. The data folder in paths is written as $ATTNMT_DATA, so the file names no machine's
-folders. With --update, the evaluations found replace their own rows of the existing file (same
-config, test set and kind) and its other rows are kept: a table whose directions were trained on
-different machines, or at different times, is collected one folder at a time.
+signature, chrF, the search, how long the scored weights were trained (and by which code, where
+the checkpoints record it), and the command of the evaluation with the code it ran. The data
+folder in paths is written as $ATTNMT_DATA, so the file names no machine's folders. With
+--update, the evaluations found replace their own rows of the existing file (same config, test
+set and kind) and its other rows are kept: a table whose directions were trained on different
+machines, or at different times, is collected one folder at a time.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
                     "model": _model(record),
                     "command": _portable(evaluation["command"], data_dirs),
                     "machine": evaluation["machine"],
+                    **{key: evaluation[key] for key in ("code_at_start", "code_at_end") if key in evaluation},
                     **_portable({key: value for key, value in record.items() if key != "bleu_by_length"}, data_dirs),
                 }
             )

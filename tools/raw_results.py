@@ -59,6 +59,15 @@ def provenance_problems(results: dict[str, Any]) -> list[str]:
             continue
         for key in ("code_at_start", "code_at_end"):
             problems += _state_problems(f"trial {name} {key}: ", trial.get(key) or {})
+    for entry in results.get("entries", []) if isinstance(results.get("entries"), list) else []:
+        if not isinstance(entry, dict) or "code_at_start" not in entry:
+            continue  # a row collected before entries recorded their evaluation's code
+        name = entry.get("name", "?")
+        for key in ("code_at_start", "code_at_end"):
+            problems += _state_problems(f"entry {name} {key}: ", entry.get(key) or {})
+        trained_by = (entry.get("training") or {}).get("code")
+        if trained_by is not None:  # checkpoints record the code that trained them
+            problems += _state_problems(f"entry {name} training: ", trained_by)
     if HASH not in results:
         problems.append("no content hash")
     elif results[HASH] != content_hash(results):
