@@ -86,7 +86,7 @@ class ModelSpec:
         _choice(self.engine, ENGINES, "engine")
         _choice(self.quantize, QUANTIZE_CHOICES, "quantize")
         if self.beam_size is not None and self.beam_size < 1:
-            raise UserError(f"beam size must be at least 1, got {self.beam_size}", field="beam_size")
+            raise UserError(f"beam size must be at least 1, got {self.beam_size}", field="decode.beam_size")
         attention = self.ensemble_attention
         if attention != "mean" and not (isinstance(attention, int) and 0 <= attention < len(self.paths)):
             last = len(self.paths) - 1

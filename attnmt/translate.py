@@ -342,7 +342,7 @@ class Translator:
         options = self.search_options() if options is None else options
         source_tokens = self.codec.source_tokens(sentence)[:MAX_SOURCE_TOKENS]
         if not source_tokens:
-            raise UserError("nothing to explain: the sentence has no tokens")
+            raise UserError("nothing to explain: the sentence has no tokens", field="source")
         parsed = self._parse_prefixes([prefix], [source_tokens], options, 1) if prefix else None
         phrase_ids = parse_required([list(required)], 1, self.codec.encode_target) if required else None
         steering = steering_of(parsed, phrase_ids, options, device=self.device)

@@ -209,7 +209,7 @@ ALLOWED = {
         "sweep.report",
     },
     "serve": set(),
-    "serve.schemas": set(),
+    "serve.schemas": {"utils"},
     "serve.server": {"utils", "loading", "serve.schemas", "serve.app", "serve.catalog"},
     "serve.batcher": {"translate", "search.options"},
     "serve.catalog": {
@@ -223,7 +223,7 @@ ALLOWED = {
     },
     "serve.state": {"utils", "translate", "serve.batcher", "serve.catalog", "serve.schemas", "search.options"},
     "serve.routes": {"utils", "translate", "serve.batcher", "serve.catalog", "serve.schemas", "serve.state"},
-    "serve.app": {"__init__", "serve.catalog", "serve.routes", "serve.schemas", "serve.state"},
+    "serve.app": {"__init__", "utils", "serve.catalog", "serve.routes", "serve.schemas", "serve.state"},
     "web": set(),
     "web.tokenizers": {"utils", "tokenize"},
     "web.runtime": {"utils", "download"},

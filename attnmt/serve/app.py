@@ -27,10 +27,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Mount, Route
 
 from attnmt import __version__
-from attnmt.serve.catalog import Catalog
-from attnmt.serve.routes import STATIC, router
+from attnmt.serve.catalog import Catalog, api_field
+from attnmt.serve.routes import ONE_SENTENCE, STATIC, router
 from attnmt.serve.schemas import ErrorBody, Limits, RequestRefused
 from attnmt.serve.state import Metrics, ServerState
+from attnmt.utils import UserError
 
 UNMATCHED = "other"  # the /metrics label of a request no route matched (a 404)
 
@@ -67,8 +68,15 @@ async def _http_error(request: Request, error: StarletteHTTPException) -> JSONRe
     return error_response(error.status_code, str(error.detail), limit=limit)
 
 
-async def _refused(request: Request, error: RequestRefused) -> JSONResponse:
-    return error_response(error.status, str(error), error.field, error.limit)
+async def _user_error(request: Request, error: UserError) -> JSONResponse:
+    """Every user error under a route, the library's and the server's alike: a `RequestRefused`
+    names its request field, status and limit itself; any other error's field is the library's
+    (`decode.beam_size`, `prefix`), answered under the request field that set it (`api_field`)."""
+    if isinstance(error, RequestRefused):
+        return error_response(error.status, str(error), error.field, error.limit)
+    route = request.scope.get("route")
+    field = api_field(error, one_sentence=getattr(route, "path", None) in ONE_SENTENCE)
+    return error_response(422, error.rendered(field), field)
 
 
 async def _unexpected(request: Request, error: Exception) -> JSONResponse:
@@ -166,7 +174,7 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(RequestRefused, _refused)
+    app.add_exception_handler(UserError, _user_error)
     app.add_exception_handler(Exception, _unexpected)
     # FastAPI keeps an included router as one route of its own: the label matches the router's routes
     label = RouteLabel([*app.routes, *router.routes])

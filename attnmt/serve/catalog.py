@@ -22,20 +22,28 @@ from attnmt.tokenize import WordTokenizer
 from attnmt.translate import Explanation, Translation, Translator
 from attnmt.utils import UserError
 
-# A user error's field -> the request field that set it (the API's face of `UserError.field`).
+# A user error's field -> the request field that set it (the API's face of `UserError.field`);
+# a request about one sentence names the per-sentence fields singly (ONE_SENTENCE).
 API_FIELDS = {
     "decode.beam_size": "beam_size",
     "decode.n_best": "n_best",
     "decode.length_penalty": "length_penalty",
     "max_length": "max_length",
+    "prefix": "prefixes",
+    "require": "constraints",
+    "source": "sentences",
+    "target": "targets",
 }
+ONE_SENTENCE = {"sentences": "sentence", "prefixes": "prefix"}
 EXAMPLES = 30  # test sources offered as examples on the page
 ANALYSIS_CHUNK = 64  # test sentences translated per turn, so that requests interleave with the analysis
 
 
-def api_field(error: UserError) -> str | None:
-    """The request field a user error names, in the API's words; None when no request field set it."""
-    return API_FIELDS.get(error.field or "")
+def api_field(error: UserError, *, one_sentence: bool = False) -> str | None:
+    """The request field a user error names, in the API's words (of a request with one sentence,
+    with `one_sentence`); None when no request field set it."""
+    field = API_FIELDS.get(error.field or "")
+    return ONE_SENTENCE.get(field, field) if one_sentence else field
 
 
 def _rounded(rows) -> list:

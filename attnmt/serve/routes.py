@@ -2,8 +2,9 @@
 
 Every route is a plain function of its request and `state: Server`; each JSON route returns its
 response model (`schemas`), which FastAPI documents at /docs and sends as built, so a body can
-never differ from its documentation. Refusals are `RequestRefused`, which the app answers with
-an `ErrorBody` (see `app.py`).
+never differ from its documentation. Refusals are `UserError`s, raised by the library or as a
+`RequestRefused` here, which the app answers with an `ErrorBody` naming the request field (see
+`app.py`); a route that takes one sentence is in ONE_SENTENCE, so its fields are named singly.
 """
 
 from __future__ import annotations
@@ -72,20 +73,16 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
     options = state.search_options(run, request, request.n_best)
     sources = _sources(request)
     if request.prefixes is not None:  # checked alone: a bad one must not fail the batch it would join
-        try:
-            run.translator.check_prefixes(request.sentences, request.prefixes, options, first_number=0)
-        except UserError as error:
-            raise RequestRefused("prefixes", error.problem) from None
+        run.translator.check_prefixes(request.sentences, request.prefixes, options, first_number=0)
     if request.constraints is not None:
-        try:
-            run.translator.check_required(request.constraints, first_number=0)
-        except UserError as error:
-            raise RequestRefused("constraints", error.problem) from None
+        run.translator.check_required(request.constraints, first_number=0)
     try:
         future = state.batcher.submit(run.name, sources, options)
     except QueueFull:
         limit = state.limits.max_queue
-        raise RequestRefused("server", "too many requests queued; try again shortly", limit, 503) from None
+        raise RequestRefused(
+            "too many requests queued; try again shortly", field="server", limit=limit, status=503
+        ) from None
     translations = await state.within_timeout(asyncio.wrap_future(future))
     answers = [sentence_json(t, request.return_attention) for t in translations]
     if request.constraints is not None:
@@ -108,14 +105,14 @@ def _sources(request: TranslateRequest) -> list:
 async def score(request: ScoreRequest, state: Server) -> ScoreResponse:
     check_limits(request, state.limits)
     run = state.addressed(request)
-    try:
-        options = run.options(length_penalty=request.length_penalty)
-        scoring = functools.partial(run.translator.score, first_number=0)
-        work = asyncio.to_thread(state.in_turn, scoring, request.sentences, request.targets, options)
-        scored = await state.within_timeout(work)
-    except UserError as error:  # an empty sentence
-        raise RequestRefused("sentences", error.problem) from None
+    options = run.options(length_penalty=request.length_penalty)
+    scoring = functools.partial(run.translator.score, first_number=0)
+    work = asyncio.to_thread(state.in_turn, scoring, request.sentences, request.targets, options)
+    scored = await state.within_timeout(work)
     return ScoreResponse(model=run.name, scored=[scored_record(t, request.return_attention) for t in scored])
+
+
+ONE_SENTENCE = {"/v1/explain"}  # routes whose request has one sentence: `sentence`, `prefix`
 
 
 @router.post("/v1/explain", responses=ERRORS)
@@ -126,12 +123,8 @@ async def explain(request: ExplainRequest, state: Server) -> ExplainResponse:
     options = dataclasses.replace(options, n_best=options.beam_size)  # the whole final beam
 
     explain = functools.partial(run.translator.explain, prefix=request.prefix, required=request.constraints)
-    try:
-        work = asyncio.to_thread(state.in_turn, explain, request.sentence, options)
-        explanation = await state.within_timeout(work)
-    except UserError as error:  # an empty sentence, a prefix or phrase the model cannot write
-        field = {"prefix": "prefix", "require": "constraints", "decode.stopping": "constraints"}.get(error.field)
-        raise RequestRefused(field or "sentence", error.problem) from None
+    work = asyncio.to_thread(state.in_turn, explain, request.sentence, options)
+    explanation = await state.within_timeout(work)
     return ExplainResponse.model_validate(run.explanation_json(explanation, options.beam_size))
 
 
@@ -141,7 +134,7 @@ async def examples(name: str, state: Server) -> ExamplesResponse:
     try:
         sentences = await asyncio.to_thread(run.examples)
     except UserError as error:
-        raise RequestRefused("model", f"{name}: its test set cannot be read ({error})", status=404) from None
+        raise RequestRefused(f"{name}: its test set cannot be read ({error})", field="model", status=404) from None
     return ExamplesResponse(model=run.name, split="test", sentences=sentences)
 
 
@@ -153,5 +146,5 @@ async def analysis(name: str, state: Server) -> AnalysisResponse:
     try:
         body = await asyncio.to_thread(run.analysis, translate_in_turn, state.limits.analysis_sentences)
     except UserError as error:
-        raise RequestRefused("model", f"{name}: its test set cannot be read ({error})", status=404) from None
+        raise RequestRefused(f"{name}: its test set cannot be read ({error})", field="model", status=404) from None
     return AnalysisResponse.model_validate(body)

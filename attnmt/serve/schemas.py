@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from attnmt.utils import UserError
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -33,25 +35,25 @@ class Limits:
             if isinstance(value, bool):
                 continue
             if value < 0 or (value == 0 and name != "batch_wait_ms"):  # 0 ms: batch only what queued meanwhile
-                raise InvalidLimit(name, f"expected a positive number, got {value:g}")
+                raise InvalidLimit(f"expected a positive number, got {value:g}", field=name)
 
 
-class InvalidLimit(ValueError):
-    """A server limit that cannot work (zero sentences, a negative timeout): names the field."""
+class InvalidLimit(UserError):
+    """A server limit that cannot work (zero sentences, a negative timeout); `field` names the limit."""
 
-    def __init__(self, field: str, problem: str):
-        super().__init__(f"{field}: {problem}")
-        self.field, self.problem = field, problem
+    def __init__(self, problem: str, *, field: str):
+        super().__init__(problem, field=field)
 
 
-class RequestRefused(Exception):
-    """A request the server will not answer: over a limit, naming no served model, impossible
-    search settings, or no answer in time. Answered with `status` (422 by default) and a JSON
-    body naming the field and, where one applies, the limit."""
+class RequestRefused(UserError):
+    """A request the server will not answer: over a limit, naming no served model, or no answer
+    in time; `field` is the request field, in the API's words. Answered, as every `UserError` is
+    (`app.py`), with `status` (422 by default) and a JSON body naming the field and, where one
+    applies, the limit."""
 
-    def __init__(self, field: str, message: str, limit: float | int | None = None, status: int = 422):
-        super().__init__(f"{field}: {message}")
-        self.field, self.message, self.limit, self.status = field, message, limit, status
+    def __init__(self, problem: str, *, field: str | None = None, limit: float | int | None = None, status: int = 422):
+        super().__init__(problem, field=field)
+        self.limit, self.status = limit, status
 
 
 class _Addressed(BaseModel):
@@ -114,9 +116,9 @@ def check_limits(request: TranslateRequest | ExplainRequest | ScoreRequest, limi
     else:
         if len(request.sentences) > limits.max_sentences:
             raise RequestRefused(
-                "sentences",
                 f"at most {limits.max_sentences} per request, got {len(request.sentences)}",
-                limits.max_sentences,
+                field="sentences",
+                limit=limits.max_sentences,
             )
         named = [(f"sentences[{i}]", sentence) for i, sentence in enumerate(request.sentences)]
         named += _targets(request) if isinstance(request, ScoreRequest) else _steering(request)
@@ -124,14 +126,18 @@ def check_limits(request: TranslateRequest | ExplainRequest | ScoreRequest, limi
     if isinstance(request, ScoreRequest):
         return
     if request.beam_size is not None and request.beam_size > limits.max_beam:
-        raise RequestRefused("beam_size", f"at most {limits.max_beam}, got {request.beam_size}", limits.max_beam)
+        raise RequestRefused(
+            f"at most {limits.max_beam}, got {request.beam_size}", field="beam_size", limit=limits.max_beam
+        )
     if request.max_length is not None and request.max_length > limits.max_length:
-        raise RequestRefused("max_length", f"at most {limits.max_length}, got {request.max_length}", limits.max_length)
+        raise RequestRefused(
+            f"at most {limits.max_length}, got {request.max_length}", field="max_length", limit=limits.max_length
+        )
 
 
 def _one_each(field: str, given: list, request: TranslateRequest | ScoreRequest, what: str) -> None:
     if len(given) != len(request.sentences):
-        raise RequestRefused(field, f"{len(given)} {what} for {len(request.sentences)} sentences: give one each")
+        raise RequestRefused(f"{len(given)} {what} for {len(request.sentences)} sentences: give one each", field=field)
 
 
 def _targets(request: ScoreRequest) -> list[tuple[str, str]]:
@@ -156,11 +162,13 @@ def _check_texts(named: list[tuple[str, str]], limits: Limits) -> None:
     """Each (field, text): within the character limit, and text a tokenizer can read."""
     for field, text in named:
         if len(text) > limits.max_chars:
-            raise RequestRefused(field, f"at most {limits.max_chars} characters, got {len(text)}", limits.max_chars)
+            raise RequestRefused(
+                f"at most {limits.max_chars} characters, got {len(text)}", field=field, limit=limits.max_chars
+            )
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:  # JSON can spell lone surrogates ("\ud800"); no tokenizer can read them
-            raise RequestRefused(field, "not valid Unicode text (a lone surrogate)") from None
+            raise RequestRefused("not valid Unicode text (a lone surrogate)", field=field) from None
 
 
 # --- responses: every route builds its body as one of these, so a body cannot drift from /docs ---

@@ -19,10 +19,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from attnmt.search.options import SearchOptions
 from attnmt.serve.batcher import Batcher
-from attnmt.serve.catalog import Catalog, ServedRun, api_field
+from attnmt.serve.catalog import Catalog, ServedRun
 from attnmt.serve.schemas import ExplainRequest, Limits, RequestRefused, ScoreRequest, TranslateRequest
 from attnmt.translate import Source, Translation
-from attnmt.utils import UserError
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -80,7 +79,9 @@ class ServerState:
     @property
     def batcher(self) -> Batcher:
         if self._batcher is None:
-            raise RequestRefused("server", "not started (run it under uvicorn or in a TestClient context)", status=503)
+            raise RequestRefused(
+                "not started (run it under uvicorn or in a TestClient context)", field="server", status=503
+            )
         return self._batcher
 
     def translate(self, model: str, sentences: Sequence[str | Source], options: SearchOptions) -> list[Translation]:
@@ -99,7 +100,7 @@ class ServerState:
             return self.catalog.get(name)
         except KeyError:
             served = ", ".join(self.catalog.runs)
-            raise RequestRefused("model", f"{name!r} is not served; served: {served}", status=404) from None
+            raise RequestRefused(f"{name!r} is not served; served: {served}", field="model", status=404) from None
 
     def addressed(self, request: TranslateRequest | ExplainRequest | ScoreRequest) -> ServedRun:
         """The run a request names (`served`), refusing with a 422 naming the field any language
@@ -112,16 +113,14 @@ class ServerState:
             ("target_language", request.target_language, data.tgt_lang),
         ):
             if asked is not None and asked != actual:
-                raise RequestRefused(name, f"{pair}, not {asked!r}")
+                raise RequestRefused(f"{pair}, not {asked!r}", field=name)
         return run
 
     @staticmethod
     def search_options(run: ServedRun, request: TranslateRequest | ExplainRequest, n_best: int = 1) -> SearchOptions:
-        """The run's decode settings with the request's; impossible ones are a 422 naming the field."""
-        try:
-            return run.options(request.beam_size, n_best, request.length_penalty, request.max_length)
-        except UserError as error:
-            raise RequestRefused(api_field(error) or "beam_size", error.problem) from None
+        """The run's decode settings with the request's; impossible ones are a `UserError` (a 422
+        naming the request field)."""
+        return run.options(request.beam_size, n_best, request.length_penalty, request.max_length)
 
     async def within_timeout(self, work: Awaitable[Result]) -> Result:
         """The awaitable's result, or a 503 when it takes longer than the request timeout."""
@@ -129,7 +128,9 @@ class ServerState:
             return await asyncio.wait_for(work, self.limits.timeout_s)
         except TimeoutError:
             timeout = self.limits.timeout_s
-            raise RequestRefused("timeout_s", f"no answer within {timeout:g} s", timeout, 503) from None
+            raise RequestRefused(
+                f"no answer within {timeout:g} s", field="timeout_s", limit=timeout, status=503
+            ) from None
 
 
 def _server_state(request: Request) -> ServerState:
