@@ -272,6 +272,13 @@ class Config(_Section):
             )
         return self
 
+    def with_data_dir(self, data_dir: str | None) -> Config:
+        """This config reading the built-in corpora from `data_dir` (`--data-dir`, applied here
+        once so that no data function takes a folder of its own); None keeps data.data_dir."""
+        if data_dir is None:
+            return self
+        return self.model_copy(update={"data": self.data.model_copy(update={"data_dir": data_dir})})
+
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 

@@ -16,7 +16,6 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -24,8 +23,9 @@ import torch
 from attnmt.binarized import TokenArrays
 from attnmt.codec import TextCodec, build_tokenizers, build_vocabs
 from attnmt.config import DataConfig
-from attnmt.corpora import CorpusSplits, Example, load_corpus
+from attnmt.corpora import load_corpus
 from attnmt.prepare import Progress, ensure_prepared
+from attnmt.splits import CorpusSplits, Example
 from attnmt.tokenize import Tokenizer
 from attnmt.vocab import BOS, EOS, PAD, Vocab
 
@@ -275,10 +275,10 @@ def _encode_examples(
     return EncodedSplit(src_ids=src_ids, tgt_ids=tgt_ids, examples=list(examples))
 
 
-def build_data(cfg: DataConfig, data_dir: str | Path | None = None) -> DataBundle:
+def build_data(cfg: DataConfig) -> DataBundle:
     """Corpus -> tokenizers -> vocabularies -> encoded train/valid/test splits, in memory.
     `prepared_data` gives the same ids and batches from data encoded once on disk."""
-    splits = load_corpus(cfg, data_dir=str(data_dir) if data_dir is not None else None)
+    splits = load_corpus(cfg)
     src_tokenizer, tgt_tokenizer = build_tokenizers(cfg, splits.train)
     src_tokens = _tokenize_all(src_tokenizer, [src for src, _ in splits.train])
     tgt_tokens = _tokenize_all(tgt_tokenizer, [tgt for _, tgt in splits.train])
@@ -303,7 +303,6 @@ def build_data(cfg: DataConfig, data_dir: str | Path | None = None) -> DataBundl
 
 def prepared_data(
     cfg: DataConfig,
-    data_dir: str | Path | None = None,
     *,
     workers: int | None = None,
     progress: Progress | None = None,
@@ -311,9 +310,7 @@ def prepared_data(
 ) -> DataBundle:
     """The data of `cfg` from its prepared dataset (prepared first if there is none): the same
     vocabularies, ids and batches as `build_data`, the training split memory-mapped."""
-    prepared = ensure_prepared(
-        cfg, str(data_dir) if data_dir is not None else None, workers=workers, progress=progress, say=say
-    )
+    prepared = ensure_prepared(cfg, workers=workers, progress=progress, say=say)
     codec = prepared.codec
     encode = (codec.src_tokenizer, codec.tgt_tokenizer, codec.src_vocab, codec.tgt_vocab)
     manifest = prepared.manifest

@@ -10,16 +10,15 @@ chrF, the tokenized-lowercased BLEU of older papers, and BLEU by source length.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from attnmt.checkpoint import checkpoints_dir, read_index, read_meta, resolve_checkpoint, run_dir_of
 from attnmt.config import DataConfig
-from attnmt.corpora import Example, load_corpus
+from attnmt.corpora import load_corpus
 from attnmt.export import check_output, export_onnx, is_export, replace_export
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import (
@@ -40,6 +39,7 @@ from attnmt.search.options import SearchOptions
 from attnmt.shortlist import Shortlist
 from attnmt.shortlist import build as build_from_ids
 from attnmt.shortlist import save as save_shortlist
+from attnmt.splits import Example
 from attnmt.tokenize import WordTokenizer
 from attnmt.translate import Translator
 from attnmt.utils import Say, UserError, WriteFailed, silent, write_text_atomic
@@ -466,7 +466,7 @@ def build_shortlist(spec: ModelSpec, *, per_source: int, frequent: int, say: Say
     examples = split_examples(data, "valid")
     check = _check_shortlist(translator, built, examples, say)
     save_shortlist(built, run_dir)
-    report = {"per_source": per_source, "frequent": frequent, **dataclasses.asdict(check)}
+    report = {"per_source": per_source, "frequent": frequent, **asdict(check)}
     write_text_atomic(run_dir / "shortlist.json", json.dumps(report, indent=2) + "\n")
     return check
 

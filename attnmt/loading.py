@@ -181,8 +181,7 @@ def _shortlist_of(path: str, translator: Translator) -> Shortlist:
 
 def _configured(config: Config, spec: ModelSpec) -> Config:
     """`config` with the spec's corpus folder and default beam size, where it sets them."""
-    if spec.data_dir is not None:
-        config = config.model_copy(update={"data": config.data.model_copy(update={"data_dir": spec.data_dir})})
+    config = config.with_data_dir(spec.data_dir)
     if spec.beam_size is not None:
         decode = {"beam_size": spec.beam_size, "n_best": min(config.decode.n_best, spec.beam_size)}
         config = config.model_copy(update={"decode": config.decode.model_copy(update=decode)})

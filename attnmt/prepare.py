@@ -41,8 +41,10 @@ from attnmt import __version__
 from attnmt.binarized import SideWriter, TokenArrays, ids_dtype, open_side, remap
 from attnmt.codec import TextCodec, build_tokenizers, build_vocabs
 from attnmt.config import DataConfig
-from attnmt.corpora import HELD_OUT, NOT_IN_SUBSET, CorpusStream, Example, PairRules, corpus_files, stream_corpus
+from attnmt.corpora import corpus_files, stream_corpus
 from attnmt.download import cache_root
+from attnmt.pair_filters import HELD_OUT, NOT_IN_SUBSET, PairRules
+from attnmt.splits import CorpusStream, Example
 from attnmt.textfiles import reading
 from attnmt.tokenize import Tokenizer
 from attnmt.utils import UserError, atomic_folder
@@ -100,15 +102,14 @@ def data_key(cfg: DataConfig, files: Iterable[Path]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def prepared_folder(cfg: DataConfig, data_dir: str | None = None) -> Path:
+def prepared_folder(cfg: DataConfig) -> Path:
     """Where the prepared data of `cfg` is (or will be) under the cache."""
-    key = data_key(cfg, corpus_files(cfg, data_dir))
+    key = data_key(cfg, corpus_files(cfg))
     return cache_root() / "prepared" / f"{cfg.corpus}-{cfg.src_lang}-{cfg.tgt_lang}-{key[:16]}"
 
 
 def ensure_prepared(
     cfg: DataConfig,
-    data_dir: str | None = None,
     *,
     workers: int | None = None,
     progress: Progress | None = None,
@@ -116,7 +117,7 @@ def ensure_prepared(
     say: Callable[[str], None] | None = None,
 ) -> Prepared:
     """The prepared data of `cfg`, prepared first if there is none (or `force`)."""
-    folder = prepared_folder(cfg, data_dir)
+    folder = prepared_folder(cfg)
     if folder.is_dir() and not force:
         return open_prepared(folder, cfg)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +125,7 @@ def ensure_prepared(
         if force or not folder.is_dir():  # another process may have prepared it meanwhile
             if say is not None:
                 say(f"preparing the data once into {folder}")
-            prepare(cfg, folder, data_dir, workers=workers, progress=progress)
+            prepare(cfg, folder, workers=workers, progress=progress)
     return open_prepared(folder, cfg)
 
 
@@ -172,7 +173,6 @@ def default_workers() -> int:
 def prepare(
     cfg: DataConfig,
     folder: Path,
-    data_dir: str | None = None,
     *,
     workers: int | None = None,
     progress: Progress | None = None,
@@ -181,7 +181,7 @@ def prepare(
     `folder`'s name unless complete: a failure (a full disk) leaves the previous state."""
     started = time.perf_counter()
     workers = workers or default_workers()
-    stream = stream_corpus(cfg, data_dir)
+    stream = stream_corpus(cfg)
     src_tok, tgt_tok = build_tokenizers(cfg, _kept_pairs(stream))
     tokenizer_seconds = time.perf_counter() - started
     with atomic_folder(folder) as staging:

@@ -200,7 +200,6 @@ class Trainer:
         config: Config,
         *,
         resume: bool,
-        data_dir: str | None,
         log=print,
         bundle: DataBundle | None = None,
         on_validation=None,
@@ -213,7 +212,7 @@ class Trainer:
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)
-        self.bundle = bundle if bundle is not None else self._prepared_data(data_dir)
+        self.bundle = bundle if bundle is not None else self._prepared_data()
         self._check_ranks_agree_on_the_data()
         self.run_dir = _prepare_run_dir(config, self.bundle, resume, self.context.is_main)
         distributed.barrier(self.context)
@@ -238,11 +237,11 @@ class Trainer:
         if self.metrics.torn_line is not None:
             self.say(f"{self.metrics.path}:{self.metrics.torn_line}: dropped a torn last line (a write cut short)")
 
-    def _prepared_data(self, data_dir: str | None) -> DataBundle:
+    def _prepared_data(self) -> DataBundle:
         """The training data, encoded once and memory-mapped (`prepare`): the first run on a
         corpus prepares it, later runs and resumes open it."""
         say = self.log if self.context.is_main else None
-        return prepared_data(self.config.data, data_dir, say=say)
+        return prepared_data(self.config.data, say=say)
 
     def _check_ranks_agree_on_the_data(self) -> None:
         """Every process must train on the same ids: machines that each prepared their own copy
@@ -484,7 +483,6 @@ def fit(
     config: Config,
     *,
     resume: bool = False,
-    data_dir: str | None = None,
     log=print,
     bundle: DataBundle | None = None,
     on_validation=None,
@@ -496,7 +494,7 @@ def fit(
     config's data section; without it, the data is prepared once on disk and memory-mapped.
     `on_validation(step, results)` runs after each validation's checkpoint.
     """
-    trainer = Trainer(config, resume=resume, data_dir=data_dir, log=log, bundle=bundle, on_validation=on_validation)
+    trainer = Trainer(config, resume=resume, log=log, bundle=bundle, on_validation=on_validation)
     try:
         return trainer.run()
     finally:

@@ -31,13 +31,13 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from attnmt.corpora import Example
 from attnmt.data import DataBundle, TokenBatchSampler, build_data, collate
 from attnmt.feeding import feed
 from attnmt.metrics import tokenized_bleu
 from attnmt.model import build_model
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions
+from attnmt.splits import Example
 from attnmt.tokenize import WordTokenizer
 from attnmt.train import autocast
 from benchmarks.decoding import load_trained

@@ -40,7 +40,7 @@ PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm")  # the matrix products, coun
 def profile_training(config: str, model_name: str, steps: int, device: torch.device, data_dir=None, shapes=False):
     """Profile `steps` training steps; returns the profiler and the target vocabulary size."""
     options = speed.Options(steps=steps, warmup=2)
-    bundle = build_data(speed.DATA, data_dir)
+    bundle = build_data(speed.DATA.model_copy(update={"data_dir": data_dir}))
     cfg = speed.model_config(config, options.dropout)
     models = speed.build_models(cfg, len(bundle.src_vocab), len(bundle.tgt_vocab), device, options.seed)
     if model_name not in models:

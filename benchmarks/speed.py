@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     names = list(CONFIGS) if args.config == "all" else [args.config]
     console.log("building Multi30k en-de word data")
     try:
-        bundle = build_data(DATA, args.data_dir)
+        bundle = build_data(DATA.model_copy(update={"data_dir": args.data_dir}))
         configs = {name: model_config(name, options.dropout) for name in names}
         results = run(options, bundle, configs, device, checkpoint=args.checkpoint, say=console.log)
     except UserError as error:

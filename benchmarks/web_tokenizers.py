@@ -105,8 +105,8 @@ def languages(data_dir: str | None = None, training_pairs: int | None = None) ->
     data.tokenizer_sample draws them), or all of them."""
     found = []
     for corpus, config in (("multi30k-test2016", "multi30k-en-de.yaml"), ("tatoeba-demo-test", "demo.yaml")):
-        cfg = load_config(CONFIGS / config).data
-        splits = load_corpus(cfg, data_dir)
+        cfg = load_config(CONFIGS / config).with_data_dir(data_dir).data
+        splits = load_corpus(cfg)
         sources = [example.src for example in splits.test]
         references = [ref for example in splits.test for ref in example.refs]
         pairs = sample_pairs(splits.train, training_pairs or len(splits.train), cfg.split_seed)

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from attnmt import corpora
+from attnmt import corpora, pair_filters, parallel_files, splits
 from attnmt.config import DataConfig
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError
@@ -24,7 +24,7 @@ from tests.data_helpers import SHARED_DATA, TATOEBA_NAME, needs_multi30k, needs_
 pytestmark = pytest.mark.usefixtures("isolated")
 
 
-def sources(examples: list[corpora.Example]) -> set[str]:
+def sources(examples: list[splits.Example]) -> set[str]:
     return {example.src for example in examples}
 
 
@@ -33,12 +33,12 @@ def sources(examples: list[corpora.Example]) -> set[str]:
 
 @pytest.fixture(scope="module")
 def tatoeba_pairs():
-    return corpora.read_tsv(SHARED_DATA / TATOEBA_NAME)
+    return parallel_files.read_tsv(SHARED_DATA / TATOEBA_NAME)
 
 
 @pytest.fixture(scope="module")
 def tatoeba_full():
-    return corpora.load_corpus(DataConfig(), data_dir=str(SHARED_DATA))
+    return corpora.load_corpus(DataConfig(data_dir=str(SHARED_DATA)))
 
 
 @needs_tatoeba
@@ -67,23 +67,23 @@ def test_tatoeba_split_never_shares_a_source_and_keeps_every_reference(tatoeba_f
 
 @needs_tatoeba
 def test_tatoeba_split_is_fixed_by_the_seed(tatoeba_full):
-    again = corpora.load_corpus(DataConfig(), data_dir=str(SHARED_DATA))
+    again = corpora.load_corpus(DataConfig(data_dir=str(SHARED_DATA)))
     assert again == tatoeba_full
-    other = corpora.load_corpus(DataConfig(split_seed=7), data_dir=str(SHARED_DATA))
+    other = corpora.load_corpus(DataConfig(split_seed=7, data_dir=str(SHARED_DATA)))
     assert sources(other.test) != sources(tatoeba_full.test)
     assert len(other.test) == 1000
 
 
 @needs_tatoeba
 def test_tatoeba_test_set_does_not_move_with_valid_size(tatoeba_pairs):
-    _, _, test = corpora.split_by_source(tatoeba_pairs, valid_size=1000, test_size=1000, seed=1234)
-    _, _, same_test = corpora.split_by_source(tatoeba_pairs, valid_size=10, test_size=1000, seed=1234)
+    _, _, test = splits.split_by_source(tatoeba_pairs, valid_size=1000, test_size=1000, seed=1234)
+    _, _, same_test = splits.split_by_source(tatoeba_pairs, valid_size=10, test_size=1000, seed=1234)
     assert test == same_test
 
 
 def test_split_does_not_depend_on_the_hash_seed():
     script = (
-        "from attnmt.corpora import split_by_source\n"
+        "from attnmt.splits import split_by_source\n"
         "pairs = [(f'source {i % 50}', f'target {i}') for i in range(200)]\n"
         "print(split_by_source(pairs, valid_size=5, test_size=5, seed=3))\n"
     )
@@ -102,7 +102,7 @@ def test_split_does_not_depend_on_the_hash_seed():
 
 @needs_tatoeba
 def test_french_to_english_splits_by_distinct_french_source(tatoeba_pairs):
-    splits = corpora.load_corpus(DataConfig(src_lang="fr", tgt_lang="en"), data_dir=str(SHARED_DATA))
+    splits = corpora.load_corpus(DataConfig(src_lang="fr", tgt_lang="en", data_dir=str(SHARED_DATA)))
     train_sources = {src for src, _ in splits.train}
     assert len(sources(splits.test)) == 1000
     assert not train_sources & (sources(splits.valid) | sources(splits.test))
@@ -112,7 +112,7 @@ def test_french_to_english_splits_by_distinct_french_source(tatoeba_pairs):
 
 @needs_tatoeba
 def test_short_subset_bounds_every_split():
-    splits = corpora.load_corpus(DataConfig(subset="short"), data_dir=str(SHARED_DATA))
+    splits = corpora.load_corpus(DataConfig(subset="short", data_dir=str(SHARED_DATA)))
     english, french = WordTokenizer("en"), WordTokenizer("fr")
     assert splits.raw_pairs == 167_130
     assert len(splits.test) == 1000 and len(splits.valid) == 1000
@@ -151,7 +151,7 @@ def test_parallel_files_with_prefix_and_gzip(tmp_path):
     cfg = DataConfig(corpus="files", train=str(tmp_path / "train"), valid=str(tmp_path / "dev"), test_size=5)
     splits = corpora.load_corpus(cfg)
     assert splits.raw_pairs == 30 and len(splits.train) == 25 and splits.attribution is None
-    assert splits.valid == [corpora.Example("a", ("b",)), corpora.Example("a", ("c",))]  # given: one per line
+    assert splits.valid == [splits.Example("a", ("b",)), splits.Example("a", ("c",))]  # given: one per line
     assert len(splits.test) == 5 and not sources(splits.test) & {src for src, _ in splits.train}
 
 
@@ -176,13 +176,13 @@ def test_training_filters_leave_valid_and_test_alone(tmp_path):
         "3 training pairs dropped by the length filters "
         "(1 by data.max_src_tokens, 1 by data.max_tgt_tokens, 1 by data.max_length_ratio)"
     )
-    assert splits.test == [corpora.Example("a b c d e f", ("g",))]
+    assert splits.test == [splits.Example("a b c d e f", ("g",))]
 
 
 def test_short_limits_by_language():
-    assert corpora.short_limits("en", "fr") == (8, 12)
-    assert corpora.short_limits("fr", "en") == (12, 8)
-    assert corpora.short_limits("de", "cs") == (8, 12)
+    assert pair_filters.short_limits("en", "fr") == (8, 12)
+    assert pair_filters.short_limits("fr", "en") == (12, 8)
+    assert pair_filters.short_limits("de", "cs") == (8, 12)
 
 
 def test_synthetic_splits_are_seeded_and_disjoint():

@@ -16,7 +16,7 @@ from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.corpora import load_corpus
 from attnmt.distill import distill, distinct_sources
-from attnmt.distilled import record_path
+from attnmt.distillation_record import record_path
 from attnmt.loading import ModelSpec, load
 from attnmt.train import fit
 from attnmt.utils import UserError

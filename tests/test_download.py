@@ -33,7 +33,7 @@ def test_data_dir_then_environment_then_cache(tmp_path, monkeypatch, isolated):
     mine = tmp_path / "mine"
     plain = put(mine / "tatoeba-eng-fra" / "fra.txt", TINY_TATOEBA)  # uncompressed is accepted
     assert download.locate(TATOEBA_NAME, mine) == plain
-    splits = corpora.load_corpus(DataConfig(valid_size=1, test_size=1), data_dir=str(mine))
+    splits = corpora.load_corpus(DataConfig(valid_size=1, test_size=1, data_dir=str(mine)))
     assert splits.raw_pairs == 9
     monkeypatch.setenv("ATTNMT_DATA", str(mine))
     assert download.locate(TATOEBA_NAME) == plain

@@ -15,8 +15,8 @@ from attnmt.binarized import TokenArrays
 from attnmt.cli import main
 from attnmt.codec import sample_pairs
 from attnmt.config import load_config
-from attnmt.corpora import stream_parallel
 from attnmt.data import TokenBatchSampler, build_data, prepared_data
+from attnmt.parallel_files import stream_parallel
 from attnmt.prepare import ensure_prepared, prepared_folder
 from attnmt.train import fit
 from attnmt.utils import UserError

@@ -367,7 +367,7 @@ def test_half_precision_trains_and_resumes_bit_for_bit(tmp_path, precision):
 
 def test_fp16_scales_the_loss_and_skips_steps_whose_gradients_overflow(tmp_path):
     config = tiny_config(tmp_path / "run", "train.max_steps=4", "train.precision=fp16", "model.dropout=0.0")
-    trainer = train_module.Trainer(config, resume=False, data_dir=None, log=quiet)
+    trainer = train_module.Trainer(config, resume=False, log=quiet)
     trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)  # every fp16 gradient overflows
     before = {name: tensor.clone() for name, tensor in trainer.model.state_dict().items()}
     trainer.run()

@@ -12,13 +12,15 @@ import shutil
 import pytest
 import torch
 
-from attnmt.corpora import Example, load_corpus, read_test_files
+from attnmt.corpora import load_corpus
 from attnmt.evaluation import evaluate, evaluate_runs, significance, training_summary, write_evaluation
 from attnmt.loading import ModelSpec, load
+from attnmt.parallel_files import read_test_files
 from attnmt.provenance import code_state
 from attnmt.search.beam import beam_search
 from attnmt.search.greedy import greedy
 from attnmt.search.options import SearchOptions
+from attnmt.splits import Example
 from attnmt.textfiles import decode_lines, read_input
 from attnmt.translate import MAX_SOURCE_TOKENS, Translator, heatmap, nbest_lines
 from attnmt.utils import UserError

@@ -17,13 +17,14 @@ import shutil
 import pytest
 import torch
 
+from attnmt import views
 from attnmt.config import load_config
 from attnmt.export import read_export
 from attnmt.loading import ModelSpec, load
 from attnmt.search.options import length_penalty
 from attnmt.search.teacher import teacher_forced
 from attnmt.vocab import EOS
-from attnmt.web.export import DESCRIPTION, FORMAT, PAGE_FILES, SHARED_FILES, export_web
+from attnmt.web.export import DESCRIPTION, FORMAT, PAGE_FILES, export_web
 from attnmt.web.runtime import FILES as RUNTIME_FILES
 from benchmarks.chromium import chromium, open_browser
 from tests.browser_helpers import replay_the_search
@@ -69,7 +70,7 @@ def web_run(request, tmp_path_factory):
 
 def test_the_folder_holds_the_page_the_graphs_and_the_engine(web_run):
     _, site = web_run
-    for name in (*PAGE_FILES, *SHARED_FILES, DESCRIPTION, *(f"ort/{file}" for file in RUNTIME_FILES)):
+    for name in (*PAGE_FILES, *views.FILES, DESCRIPTION, *(f"ort/{file}" for file in RUNTIME_FILES)):
         assert (site / name).is_file(), name
     description = json.loads((site / DESCRIPTION).read_text(encoding="utf-8"))
     export = read_export(site / description["model"]["folder"])  # a complete, checked ONNX export

@@ -52,7 +52,7 @@ def run_prepare(args: argparse.Namespace, console: Console) -> None:
 
     from attnmt.prepare import ensure_prepared
 
-    config = load_config(args.config, args.overrides)
+    config = load_config(args.config, args.overrides).with_data_dir(args.data_dir)
     started = time.perf_counter()
     with Progress(
         SpinnerColumn(),
@@ -69,7 +69,7 @@ def run_prepare(args: argparse.Namespace, console: Console) -> None:
             progress.update(task, pairs=pairs, speed=f"{speed:,.0f}")
 
         prepared = ensure_prepared(
-            config.data, args.data_dir, workers=args.workers, progress=advance, force=args.force, say=_say(console)
+            config.data, workers=args.workers, progress=advance, force=args.force, say=_say(console)
         )
     manifest, train = prepared.manifest, prepared.manifest["train"]
     console.print(
@@ -85,8 +85,8 @@ def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.data import prepared_data  # torch: not loaded to build the parser
     from attnmt.stats import describe
 
-    config = load_config(args.config, args.overrides)
-    bundle = prepared_data(config.data, data_dir=args.data_dir, say=_say(console))
+    config = load_config(args.config, args.overrides).with_data_dir(args.data_dir)
+    bundle = prepared_data(config.data, say=_say(console))
     figures = describe(bundle, config.data, seed=config.train.seed)
     console.print(stats_table(figures))
     if figures["attribution"]:

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace, console: Console) -> None:
         config = load_config(config_path, [*args.overrides, f"train.run_dir={args.resume}"])
     else:  # no config file: the defaults plus --set overrides
         config = load_config(args.config, args.overrides)
-    summary = fit(config, resume=bool(args.resume), data_dir=args.data_dir, log=printer(console))
+    summary = fit(config.with_data_dir(args.data_dir), resume=bool(args.resume), log=printer(console))
     best = summary["best_score"]
     console.print(
         f"done: {summary['steps']} steps in {summary['elapsed'] / 60:.1f} min, best validation "

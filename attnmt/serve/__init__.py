@@ -9,5 +9,6 @@
   size-limits requests, and the handlers that answer every refusal in one JSON shape;
 - `server`: binding the port and running uvicorn, for the command line.
 
-The page is plain HTML, CSS and JavaScript under `static/`: no build step, nothing from a CDN.
+The page is plain HTML, CSS and JavaScript under `static/` (with the views it shares with the
+exported web page, `attnmt.views`, under `/shared/`): no build step, nothing from a CDN.
 """

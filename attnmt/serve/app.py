@@ -32,6 +32,7 @@ from attnmt.serve.routes import ONE_SENTENCE, STATIC, router
 from attnmt.serve.schemas import ErrorBody, Limits, RequestRefused
 from attnmt.serve.state import Metrics, ServerState
 from attnmt.utils import UserError
+from attnmt.views import STATIC as SHARED_STATIC
 
 UNMATCHED = "other"  # the /metrics label of a request no route matched (a 404)
 
@@ -172,6 +173,7 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
     app.state.server = state
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    app.mount("/shared", StaticFiles(directory=str(SHARED_STATIC)), name="shared")  # also in the web export
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(UserError, _user_error)

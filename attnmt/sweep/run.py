@@ -216,7 +216,7 @@ class Worker:
         from attnmt.train import fit
 
         path, metric, name = self.plan.sweep_dir / run_dir, self.plan.spec.metric, Path(run_dir).name
-        config = config.model_copy(deep=True)
+        config = config.model_copy(deep=True).with_data_dir(self.options["data_dir"])
         config.train.run_dir, config.train.threads = str(path), self.options["threads"]
         try:
             bundle = self._bundle(config)
@@ -275,7 +275,7 @@ class Worker:
         key = config.data.model_dump_json()
         if key not in self.bundles:
             self.bundles.clear()  # keep one corpus in memory
-            self.bundles[key] = build_data(config.data, data_dir=self.options["data_dir"])
+            self.bundles[key] = build_data(config.data)
         return self.bundles[key]
 
 

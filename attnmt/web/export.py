@@ -5,7 +5,7 @@ The folder (opened from any static file host, e.g. `python -m http.server -d DIR
     index.html, page.js      the page: translation, n-best list, attention heatmap, search replay
     search.js                greedy and beam search over the step graph (the twin of `attnmt.search`)
     tokenizers.js            the run's tokenizers (the twin of `attnmt.tokenize`)
-    views.js, style.css      the drawing and style shared with `attnmt serve`'s explorer
+    views.js, style.css      the drawing and style shared with `attnmt serve`'s explorer (`attnmt.views`)
     model/                   an ONNX export (`attnmt export`): int8 where it keeps its BLEU
     model.json               what the page needs to know of the run (format FORMAT, below)
     ort/                     onnxruntime-web's script and WebAssembly module (`runtime`)
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from attnmt import views
 from attnmt.checkpoint import load_trained
 from attnmt.codec import TextCodec
 from attnmt.evaluation import Int8Check, export_int8_or_float32, split_examples
@@ -39,7 +40,6 @@ DESCRIPTION = "model.json"
 MODEL_FOLDER = "model"
 RUNTIME_FOLDER = "ort"
 PAGE_FILES = ("index.html", "page.js", "search.js", "tokenizers.js")  # attnmt/web/static
-SHARED_FILES = ("views.js", "style.css")  # attnmt/serve/static: the explorer's
 EXAMPLES = 30  # test sources offered as examples in the page
 
 
@@ -80,8 +80,7 @@ def _examples(data, limit: int = EXAMPLES) -> list[str]:
 
 
 def _copy_page(staging: Path) -> None:
-    for package, names in (("attnmt.web", PAGE_FILES), ("attnmt.serve", SHARED_FILES)):
-        static = resources.files(package) / "static"
+    for static, names in ((resources.files("attnmt.web") / "static", PAGE_FILES), (views.STATIC, views.FILES)):
         for name in names:
             with naming_file(staging / name):
                 (staging / name).write_bytes((static / name).read_bytes())
@@ -153,7 +152,7 @@ def export_web(
                 "max_length": None,
             },
             "max_source_tokens": MAX_SOURCE_TOKENS,
-            "examples": _examples(config.data.model_copy(update={"data_dir": data_dir or config.data.data_dir})),
+            "examples": _examples(config.with_data_dir(data_dir).data),
         }
         with naming_file(staging / DESCRIPTION):
             (staging / DESCRIPTION).write_text(json.dumps(description, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -27,8 +27,8 @@ def prepare_data(target: Path, *, src_lang: str = "en", tgt_lang: str = "de", da
     """Write the tokenized splits into `target` unless they are there already; returns `target`."""
     if (target / DONE).exists():
         return target
-    cfg = DataConfig(corpus="multi30k", src_lang=src_lang, tgt_lang=tgt_lang, valid_split="val")
-    splits = load_corpus(cfg, data_dir)
+    cfg = DataConfig(corpus="multi30k", src_lang=src_lang, tgt_lang=tgt_lang, valid_split="val", data_dir=data_dir)
+    splits = load_corpus(cfg)
     tokenizers = {lang: WordTokenizer(lang, lowercase=True) for lang in (src_lang, tgt_lang)}
 
     def line(lang: str, text: str) -> str:

@@ -1,7 +1,7 @@
 // The attention explorer: plain JavaScript over attnmt's JSON API (/docs describes it).
 "use strict";
 
-import {SearchReplay, drawHeatmap, showResult} from "./views.js";
+import {SearchReplay, drawHeatmap, showResult} from "/shared/views.js";
 
 const $ = (id) => document.getElementById(id);
 let models = [];
