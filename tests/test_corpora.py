@@ -17,6 +17,7 @@ import pytest
 
 from attnmt import corpora, pair_filters, parallel_files, splits
 from attnmt.config import DataConfig
+from attnmt.splits import Example
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError
 from tests.data_helpers import SHARED_DATA, TATOEBA_NAME, needs_multi30k, needs_tatoeba, put
@@ -24,7 +25,7 @@ from tests.data_helpers import SHARED_DATA, TATOEBA_NAME, needs_multi30k, needs_
 pytestmark = pytest.mark.usefixtures("isolated")
 
 
-def sources(examples: list[splits.Example]) -> set[str]:
+def sources(examples: list[Example]) -> set[str]:
     return {example.src for example in examples}
 
 
@@ -151,7 +152,7 @@ def test_parallel_files_with_prefix_and_gzip(tmp_path):
     cfg = DataConfig(corpus="files", train=str(tmp_path / "train"), valid=str(tmp_path / "dev"), test_size=5)
     splits = corpora.load_corpus(cfg)
     assert splits.raw_pairs == 30 and len(splits.train) == 25 and splits.attribution is None
-    assert splits.valid == [splits.Example("a", ("b",)), splits.Example("a", ("c",))]  # given: one per line
+    assert splits.valid == [Example("a", ("b",)), Example("a", ("c",))]  # given: one per line
     assert len(splits.test) == 5 and not sources(splits.test) & {src for src, _ in splits.train}
 
 
@@ -176,7 +177,7 @@ def test_training_filters_leave_valid_and_test_alone(tmp_path):
         "3 training pairs dropped by the length filters "
         "(1 by data.max_src_tokens, 1 by data.max_tgt_tokens, 1 by data.max_length_ratio)"
     )
-    assert splits.test == [splits.Example("a b c d e f", ("g",))]
+    assert splits.test == [Example("a b c d e f", ("g",))]
 
 
 def test_short_limits_by_language():
