@@ -1,6 +1,7 @@
 """The speed benchmark: its FLOP formula against torch's counter, its references against attnmt, a smoke run."""
 
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -445,3 +446,24 @@ def test_scale_benchmark_measures_preparing_and_training_from_both_paths(tmp_pat
     assert size["train"]["peak_anon_gib"]["median"] > 0 and size["in_memory"]["tokens_per_s"] > 0
     header, (row,) = scale.scale_rows(result)
     assert len(row) == len(header) and row[0] == "3,000" and row[1].startswith("- / ")
+
+
+def test_stopping_scores_every_search_on_both_splits_and_keeps_the_penalty_tuned_on_valid(reverse_run, tmp_path):
+    from benchmarks import stopping
+
+    assert stopping.brevity_penalty(1.2) == 1.0 and stopping.brevity_penalty(1.0) == 1.0
+    assert stopping.brevity_penalty(0.5) == pytest.approx(math.exp(-1))
+    out = tmp_path / "stopping.json"
+    assert stopping.main([str(reverse_run), "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert figures["git_commit"] and figures["command"].startswith("python -m benchmarks.stopping")
+    (run,) = figures["runs"]
+    rows = {(row["search"], row["split"]): row for row in run["rows"]}
+    assert {split for _, split in rows} == {"valid", "test"} and len(rows) == 10
+    best = max(run["tuning"], key=lambda trial: trial["bleu"])
+    assert rows[("tuned", "valid")]["length_penalty"] == best["length_penalty"]
+    assert rows[("tuned", "valid")]["bleu"] == pytest.approx(best["bleu"])
+    assert rows[("best_finished, alpha 0", "test")]["stopping"] == "best_finished"
+    assert rows[("greedy", "test")]["beam_size"] == 1
+    for row in rows.values():
+        assert row["brevity_penalty"] == pytest.approx(stopping.brevity_penalty(row["length_ratio"]))
