@@ -294,11 +294,21 @@ def run_dir_of(checkpoint: Path) -> Path:
 
 def load_weights(model: torch.nn.Module, checkpoint: str | Path) -> None:
     """Load safetensors weights into a model built from the same config; mismatches are UserErrors."""
+    set_weights(model, read_weights(checkpoint), Path(checkpoint) / WEIGHTS)
+
+
+def read_weights(checkpoint: str | Path) -> dict[str, torch.Tensor]:
+    """A checkpoint's weights by parameter name; a damaged file is a UserError."""
     path = Path(checkpoint) / WEIGHTS
     try:
-        state = load_file(str(path))
+        return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as exc:
         raise UserError(f"{path}: corrupted or truncated checkpoint ({exc})") from None
+
+
+def set_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
+    """`state` into `model`, every parameter present with its shape (tied ones once), else a
+    UserError naming `path`, where the weights came from."""
     expected = model.state_dict()
     for key, tensor in state.items():
         if key not in expected:
@@ -358,3 +368,30 @@ def load_trained(path: str | Path, which: str = "best") -> TrainedModel:
         others = sorted(p.name for p in checkpoint.parent.glob("step-*") if p != checkpoint)
         raise UserError(f"{error}; other checkpoints: {', '.join(others)}" if others else str(error)) from None
     return TrainedModel(model.eval(), config, checkpoint)
+
+
+def training_summary(checkpoint: Path) -> dict:
+    """How the scored weights were trained, from the checkpoints' meta.json: the checkpoint's
+    step, validation score and minutes of training, the code that trained it (its commit and
+    whether the checkout was dirty, as `provenance.code_state` gives them), and the steps and
+    minutes of the whole run (its last checkpoint), and for a continued run where it started
+    (`continued.Start.record`). None where a checkpoint does not say."""
+    scored = read_meta(checkpoint)
+    try:
+        last_name = read_index(run_dir_of(checkpoint)).last
+    except UserError:  # a damaged index: the scores are still worth writing
+        last_name = None
+    last = read_meta(checkpoints_dir(run_dir_of(checkpoint)) / last_name) if last_name else {}
+    return {
+        "step": scored.get("step"),
+        "valid_score": scored.get("score"),
+        "minutes": _minutes(scored),
+        "code": scored.get("code"),
+        "run_steps": last.get("step"),
+        "run_minutes": _minutes(last),
+        "started_from": scored.get("started_from"),
+    }
+
+
+def _minutes(meta: dict) -> float | None:
+    return None if meta.get("elapsed") is None else meta["elapsed"] / 60

@@ -7,6 +7,8 @@ directory or a prepared dataset, under the same file names. No torch.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import shutil
 from collections import Counter
@@ -55,6 +57,15 @@ class TextCodec:
             if isinstance(tokenizer, SentencePieceTokenizer):
                 with atomic_path(run_dir / f"{side}.spm.model") as tmp:
                     shutil.copyfile(tokenizer.model_path, tmp)
+
+    def digest(self) -> str:
+        """A hash of what turns text into ids: the vocabularies and any SentencePiece models."""
+        parts = [json.dumps([self.src_vocab.tokens, self.tgt_vocab.tokens])]
+        for tokenizer in (self.src_tokenizer, self.tgt_tokenizer):
+            if isinstance(tokenizer, SentencePieceTokenizer):
+                parts.append(hashlib.sha256(Path(tokenizer.model_path).read_bytes()).hexdigest())
+            parts.append(f"{type(tokenizer).__name__}:{getattr(tokenizer, 'lowercase', None)}")
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
     @classmethod
     def load(cls, run_dir: str | Path, cfg: DataConfig) -> TextCodec:
@@ -141,3 +152,19 @@ def build_vocabs(
                 unseen = [piece for piece in tokenizer.pieces() if piece not in known and piece not in SPECIALS]
                 vocabs[side] = Vocab(vocabs[side].tokens + tuple(unseen))
     return (vocabs["shared"], vocabs["shared"]) if cfg.shared_vocab else (vocabs["source"], vocabs["target"])
+
+
+def extend_vocabs(
+    cfg: DataConfig, codec: TextCodec, src_counts: Counter[str], tgt_counts: Counter[str]
+) -> tuple[Vocab, Vocab]:
+    """`codec`'s vocabularies (word tokens) with the tokens of a new corpus they lack, counted at
+    least `data.min_freq` times, appended most frequent first: every trained id keeps its token."""
+
+    def grown(vocab: Vocab, counts: Counter[str]) -> Vocab:
+        new = Vocab.from_counts(counts, min_freq=cfg.min_freq).tokens[len(SPECIALS) :]
+        return Vocab(vocab.tokens + tuple(token for token in new if token not in vocab))
+
+    if cfg.shared_vocab:
+        shared = grown(codec.src_vocab, src_counts + tgt_counts)
+        return shared, shared
+    return grown(codec.src_vocab, src_counts), grown(codec.tgt_vocab, tgt_counts)

@@ -201,6 +201,18 @@ class TrainConfig(_Section):
     patience: int | None = Field(None, ge=1, description="validations without improvement before stopping")
     keep_checkpoints: int = Field(2, ge=1)
     log_every: int = Field(50, ge=1)
+    init_from: str | None = Field(
+        None,
+        description="continue from a trained model: a run directory (its best checkpoint) or a checkpoint folder; "
+        "its weights, tokenizers and vocabularies start this run, with an optimizer and schedule of its own",
+    )
+    extend_vocab: bool = Field(
+        False,
+        description="init_from, word tokens: add the new corpus's words seen min_freq times to its vocabularies",
+    )
+    freeze: list[Literal["encoder", "embeddings"]] = Field(
+        default_factory=list, description="with init_from: parts kept as they were (encoder, embeddings)"
+    )
     # After SIGINT/SIGTERM the run saves at the end of the current step; if that step has not
     # ended this many seconds later (or a second signal comes), it exits at once (None: wait).
     stop_grace_seconds: float | None = Field(60.0, gt=0.0)
@@ -211,6 +223,8 @@ class TrainConfig(_Section):
             raise ValueError("set at least one of max_steps, max_epochs, max_minutes")
         if self.teacher_forcing_min > self.teacher_forcing:
             raise ValueError("teacher_forcing_min must not exceed teacher_forcing")
+        if self.init_from is None and (self.extend_vocab or self.freeze):
+            raise ValueError("extend_vocab and freeze concern a continued run: set init_from (attnmt train --from RUN)")
         if self.early_stopping_metric == "bleu" and self.valid_bleu_sentences == 0:
             raise ValueError(
                 "early_stopping_metric is bleu but valid_bleu_sentences is 0 (no validation BLEU): "

@@ -24,7 +24,7 @@ from attnmt.binarized import TokenArrays
 from attnmt.codec import TextCodec, build_tokenizers, build_vocabs
 from attnmt.config import DataConfig
 from attnmt.corpora import load_corpus
-from attnmt.prepare import Progress, ensure_prepared
+from attnmt.prepare import GivenCodec, Progress, ensure_prepared
 from attnmt.splits import CorpusSplits, Example
 from attnmt.tokenize import Tokenizer
 from attnmt.vocab import BOS, EOS, PAD, Vocab
@@ -307,10 +307,12 @@ def prepared_data(
     workers: int | None = None,
     progress: Progress | None = None,
     say: Callable[[str], None] | None = None,
+    given: GivenCodec | None = None,
 ) -> DataBundle:
     """The data of `cfg` from its prepared dataset (prepared first if there is none): the same
-    vocabularies, ids and batches as `build_data`, the training split memory-mapped."""
-    prepared = ensure_prepared(cfg, workers=workers, progress=progress, say=say)
+    vocabularies, ids and batches as `build_data`, the training split memory-mapped. `given`:
+    the tokenizers and vocabularies to encode with (a continued run's) instead of its own."""
+    prepared = ensure_prepared(cfg, workers=workers, progress=progress, say=say, given=given)
     codec = prepared.codec
     encode = (codec.src_tokenizer, codec.tgt_tokenizer, codec.src_vocab, codec.tgt_vocab)
     manifest = prepared.manifest

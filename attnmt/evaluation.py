@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from attnmt.checkpoint import checkpoints_dir, read_index, read_meta, resolve_checkpoint, run_dir_of
+from attnmt.checkpoint import resolve_checkpoint, run_dir_of, training_summary
 from attnmt.config import DataConfig
 from attnmt.corpora import load_corpus
 from attnmt.export import check_output, export_onnx, is_export, replace_export
@@ -314,31 +314,6 @@ def write_evaluation(results: Sequence[RunEvaluation], out_dir: str | Path, test
     except OSError as exc:
         raise UserError(f"{out_dir}: cannot write the evaluation ({exc.strerror or exc})", field="output_dir") from None
     return out_dir
-
-
-def training_summary(checkpoint: Path) -> dict:
-    """How the scored weights were trained, from the checkpoints' meta.json: the checkpoint's
-    step, validation score and minutes of training, the code that trained it (its commit and
-    whether the checkout was dirty, as `provenance.code_state` gives them), and the steps and
-    minutes of the whole run (its last checkpoint). None where a checkpoint does not say."""
-    scored = read_meta(checkpoint)
-    try:
-        last_name = read_index(run_dir_of(checkpoint)).last
-    except UserError:  # a damaged index: the scores are still worth writing
-        last_name = None
-    last = read_meta(checkpoints_dir(run_dir_of(checkpoint)) / last_name) if last_name else {}
-    return {
-        "step": scored.get("step"),
-        "valid_score": scored.get("score"),
-        "minutes": _minutes(scored),
-        "code": scored.get("code"),
-        "run_steps": last.get("step"),
-        "run_minutes": _minutes(last),
-    }
-
-
-def _minutes(meta: dict) -> float | None:
-    return None if meta.get("elapsed") is None else meta["elapsed"] / 60
 
 
 def length_points(results: Sequence[RunEvaluation]) -> dict[str, list[tuple[str, float]]]:

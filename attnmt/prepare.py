@@ -39,7 +39,7 @@ import numpy as np
 
 from attnmt import __version__
 from attnmt.binarized import SideWriter, TokenArrays, ids_dtype, open_side, remap
-from attnmt.codec import TextCodec, build_tokenizers, build_vocabs
+from attnmt.codec import TextCodec, build_tokenizers, build_vocabs, extend_vocabs
 from attnmt.config import DataConfig
 from attnmt.corpora import corpus_files, stream_corpus
 from attnmt.download import cache_root
@@ -83,8 +83,21 @@ class Prepared:
         return self.manifest["dropped"]
 
 
-def data_key(cfg: DataConfig, files: Iterable[Path]) -> str:
-    """The digest naming a prepared dataset: data settings (batching aside) and input files."""
+@dataclass(frozen=True)
+class GivenCodec:
+    """The tokenizers and vocabularies a dataset is encoded with instead of its own: a continued
+    run's (`continued`), with the corpus's new word types appended where `extend`."""
+
+    codec: TextCodec
+    extend: bool = False
+
+    def key(self) -> dict:
+        return {"codec": self.codec.digest(), "extend": self.extend}
+
+
+def data_key(cfg: DataConfig, files: Iterable[Path], given: GivenCodec | None = None) -> str:
+    """The digest naming a prepared dataset: data settings (batching aside), input files and
+    the codec it was given, if any."""
     settings = {name: value for name, value in cfg.model_dump().items() if name not in BATCHING_SETTINGS}
     identity = []
     for path in files:
@@ -98,13 +111,16 @@ def data_key(cfg: DataConfig, files: Iterable[Path]) -> str:
                 "inode": stat.st_ino,
             }
         )
-    payload = json.dumps({"format": VERSION, "settings": settings, "files": identity}, sort_keys=True)
+    key = {"format": VERSION, "settings": settings, "files": identity}
+    if given is not None:  # not in the key of a dataset with its own codec, so those keep their names
+        key["given"] = given.key()
+    payload = json.dumps(key, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def prepared_folder(cfg: DataConfig) -> Path:
+def prepared_folder(cfg: DataConfig, given: GivenCodec | None = None) -> Path:
     """Where the prepared data of `cfg` is (or will be) under the cache."""
-    key = data_key(cfg, corpus_files(cfg))
+    key = data_key(cfg, corpus_files(cfg), given)
     return cache_root() / "prepared" / f"{cfg.corpus}-{cfg.src_lang}-{cfg.tgt_lang}-{key[:16]}"
 
 
@@ -115,9 +131,11 @@ def ensure_prepared(
     progress: Progress | None = None,
     force: bool = False,
     say: Callable[[str], None] | None = None,
+    given: GivenCodec | None = None,
 ) -> Prepared:
-    """The prepared data of `cfg`, prepared first if there is none (or `force`)."""
-    folder = prepared_folder(cfg)
+    """The prepared data of `cfg` (encoded with `given`, if any), prepared first if there is none
+    (or `force`)."""
+    folder = prepared_folder(cfg, given)
     if folder.is_dir() and not force:
         return open_prepared(folder, cfg)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +143,7 @@ def ensure_prepared(
         if force or not folder.is_dir():  # another process may have prepared it meanwhile
             if say is not None:
                 say(f"preparing the data once into {folder}")
-            prepare(cfg, folder, workers=workers, progress=progress)
+            prepare(cfg, folder, workers=workers, progress=progress, given=given)
     return open_prepared(folder, cfg)
 
 
@@ -176,13 +194,18 @@ def prepare(
     *,
     workers: int | None = None,
     progress: Progress | None = None,
+    given: GivenCodec | None = None,
 ) -> dict:
     """Prepare `cfg`'s data into `folder` (replacing any); its manifest. Nothing is left under
-    `folder`'s name unless complete: a failure (a full disk) leaves the previous state."""
+    `folder`'s name unless complete: a failure (a full disk) leaves the previous state. With
+    `given`, its tokenizers and vocabularies encode the data instead of ones built from it."""
     started = time.perf_counter()
     workers = workers or default_workers()
     stream = stream_corpus(cfg)
-    src_tok, tgt_tok = build_tokenizers(cfg, _kept_pairs(stream))
+    if given is None:
+        src_tok, tgt_tok = build_tokenizers(cfg, _kept_pairs(stream))
+    else:
+        src_tok, tgt_tok = given.codec.src_tokenizer, given.codec.tgt_tokenizer
     tokenizer_seconds = time.perf_counter() - started
     with atomic_folder(folder) as staging:
         totals = _Totals()
@@ -195,7 +218,7 @@ def prepare(
                 provisional[side].append(table[result.ids[side]], result.lengths[side])
         records = {side: writer.close() for side, writer in provisional.items()}
         stream.check_counts(totals.raw_pairs if stream.rules else stream.raw_pairs or 0, records["src"]["sentences"])
-        src_vocab, tgt_vocab = build_vocabs(cfg, totals.counts("src"), totals.counts("tgt"), (src_tok, tgt_tok))
+        src_vocab, tgt_vocab = _vocabs(cfg, totals, (src_tok, tgt_tok), given)
         TextCodec(src_tok, tgt_tok, src_vocab, tgt_vocab).save(staging)
         train = {}
         for side, vocab in zip(SIDES, (src_vocab, tgt_vocab), strict=True):
@@ -225,6 +248,17 @@ def prepare(
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return manifest
+
+
+def _vocabs(
+    cfg: DataConfig, totals: _Totals, tokenizers: tuple[Tokenizer, Tokenizer], given: GivenCodec | None
+) -> tuple[Vocab, Vocab]:
+    """The vocabularies of the training counts, or the given ones (extended by the counts)."""
+    if given is None:
+        return build_vocabs(cfg, totals.counts("src"), totals.counts("tgt"), tokenizers)
+    if given.extend:
+        return extend_vocabs(cfg, given.codec, totals.counts("src"), totals.counts("tgt"))
+    return given.codec.src_vocab, given.codec.tgt_vocab
 
 
 def _held(stream: CorpusStream) -> list[tuple[str, list[Example]]]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from attnmt.config import TrainConfig
+
 
 def lr_multiplier(
     step: int, *, schedule: str, warmup_steps: int = 0, total_steps: int | None = None, min_ratio: float = 0.0
@@ -62,3 +64,16 @@ def _inverse_sigmoid_k(decay_steps: int) -> float:
     for _ in range(100):
         k = half / math.log(k) if k > 1.0 else k + 1.0
     return k
+
+
+def learning_rate(train: TrainConfig, step: int, plateau_scale: float = 1.0) -> float:
+    """The rate of optimizer step `step` under the config's train section: its peak `lr` times
+    the schedule's multiplier and the plateau scale, never below `min_lr`."""
+    multiplier = lr_multiplier(
+        step,
+        schedule=train.lr_schedule,
+        warmup_steps=train.warmup_steps,
+        total_steps=train.max_steps,
+        min_ratio=train.min_lr / train.lr,
+    )
+    return max(train.min_lr, train.lr * multiplier * plateau_scale)

@@ -26,6 +26,7 @@ from attnmt import distributed
 from attnmt.checkpoint import load_trainer_state, load_weights, read_index, resolve_checkpoint, save_checkpoint
 from attnmt.codec import TextCodec
 from attnmt.config import Config, save_config
+from attnmt.continued import continuation
 from attnmt.data import Batch, DataBundle, collate, prepared_data
 from attnmt.feeding import feed
 from attnmt.loss import loss_denominator, token_loss
@@ -33,7 +34,7 @@ from attnmt.metrics import bleu, perplexity
 from attnmt.model import build_model
 from attnmt.provenance import code_state
 from attnmt.runlog import MetricsLog, ProgressDisplay
-from attnmt.schedules import lr_multiplier, teacher_forcing_ratio
+from attnmt.schedules import learning_rate, teacher_forcing_ratio
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions
 from attnmt.subwords import Resegmenter
@@ -173,18 +174,6 @@ def _optimizer(model: torch.nn.Module, config: Config) -> torch.optim.Optimizer:
     return kind(model.parameters(), lr=train.lr, betas=train.betas, weight_decay=train.weight_decay, fused=fused)
 
 
-def _scheduled_lr(config: Config, progress: Progress) -> float:
-    train = config.train
-    multiplier = lr_multiplier(
-        progress.step,
-        schedule=train.lr_schedule,
-        warmup_steps=train.warmup_steps,
-        total_steps=train.max_steps,
-        min_ratio=train.min_lr / train.lr,
-    )
-    return max(train.min_lr, train.lr * multiplier * progress.plateau_scale)
-
-
 def _limit_reached(config: Config, progress: Progress) -> bool:
     train = config.train
     return (train.max_steps is not None and progress.step >= train.max_steps) or (
@@ -204,6 +193,8 @@ class Trainer:
         bundle: DataBundle | None = None,
         on_validation=None,
     ) -> None:
+        self.continued = continuation(config, resume)  # None for a run from scratch (`continued`)
+        config = self.continued.config if self.continued else config
         self.config, self.log, self.on_validation = config, log, on_validation
         self.code = code_state()  # what trains from here on: each checkpoint records it
         device_name = choose_device(config.train.device)
@@ -223,6 +214,7 @@ class Trainer:
         if resume:
             checkpoint = resolve_checkpoint(self.run_dir, "last")
             self.progress = _restore(checkpoint, self.model, self.optimizer, self.scaler)
+        notes = self.continued.prepare_model(self.model, self.run_dir, self.context.is_main) if self.continued else []
         self.metrics = MetricsLog(self.run_dir, self.progress.step if resume else None, self.context.is_main)
         self.ddp_model = distributed.wrap(self.model, self.context, self.device)
         self.sampler = self.bundle.sampler(config.data, shuffle=True, seed=config.train.seed)
@@ -234,6 +226,8 @@ class Trainer:
             total_steps=config.train.max_steps, total_minutes=config.train.max_minutes, enabled=self.context.is_main
         )
         self._warn_about_left_out_pairs()
+        for note in notes:
+            self.say(note)
         if self.metrics.torn_line is not None:
             self.say(f"{self.metrics.path}:{self.metrics.torn_line}: dropped a torn last line (a write cut short)")
 
@@ -241,7 +235,7 @@ class Trainer:
         """The training data, encoded once and memory-mapped (`prepare`): the first run on a
         corpus prepares it, later runs and resumes open it."""
         say = self.log if self.context.is_main else None
-        return prepared_data(self.config.data, say=say)
+        return prepared_data(self.config.data, say=say, given=self.continued.given if self.continued else None)
 
     def _check_ranks_agree_on_the_data(self) -> None:
         """Every process must train on the same ids: machines that each prepared their own copy
@@ -282,6 +276,8 @@ class Trainer:
             return None
         higher = self.config.train.early_stopping_metric == "bleu"
         meta = {"elapsed": self.progress.elapsed, "tokens": self.progress.tokens, "code": self.code}
+        if self.continued is not None:
+            meta["started_from"] = self.continued.record
         return save_checkpoint(
             self.run_dir,
             self.progress.step,
@@ -324,7 +320,7 @@ class Trainer:
             decay_steps=train.teacher_forcing_decay_steps,
         )
         for group in self.optimizer.param_groups:
-            group["lr"] = _scheduled_lr(self.config, self.progress)
+            group["lr"] = learning_rate(self.config.train, self.progress.step, self.progress.plateau_scale)
         with autocast(self.device, train.precision):
             logits, _ = self.ddp_model(batch.src, batch.src_lengths, batch.tgt_in, teacher_forcing_ratio=ratio)
         # Each process divides by the *global* token (or sentence) count and DDP averages over

@@ -101,7 +101,7 @@ ALLOWED = {
     },
     "alignment": set(),
     "shortlist": {"utils", "vocab"},
-    "schedules": set(),
+    "schedules": {"config"},
     "runlog": {"utils"},
     "tables": set(),
     "distributed": set(),
@@ -114,8 +114,10 @@ ALLOWED = {
     "average": {"utils", "checkpoint"},
     "subwords": {"codec", "tokenize", "vocab"},
     "loss": {"vocab"},
+    "continued": {"utils", "config", "checkpoint", "codec", "prepare"},
     "train": {
         "utils",
+        "continued",
         "config",
         "codec",
         "data",
@@ -217,6 +219,7 @@ ALLOWED = {
     "serve.server": {"utils", "loading", "serve.schemas", "serve.app", "serve.catalog"},
     "serve.batcher": {"translate", "search.options"},
     "serve.catalog": {
+        "checkpoint",
         "utils",
         "evaluation",
         "loading",

@@ -12,8 +12,9 @@ import shutil
 import pytest
 import torch
 
+from attnmt.checkpoint import training_summary
 from attnmt.corpora import load_corpus
-from attnmt.evaluation import evaluate, evaluate_runs, significance, training_summary, write_evaluation
+from attnmt.evaluation import evaluate, evaluate_runs, significance, write_evaluation
 from attnmt.loading import ModelSpec, load
 from attnmt.parallel_files import read_test_files
 from attnmt.provenance import code_state

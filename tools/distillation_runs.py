@@ -22,9 +22,8 @@ from pathlib import Path
 
 import torch
 
-from attnmt.checkpoint import checkpoints_dir, read_index
+from attnmt.checkpoint import checkpoints_dir, read_index, training_summary
 from attnmt.config import load_config
-from attnmt.evaluation import training_summary
 from attnmt.runlog import read_metrics
 from attnmt.utils import UserError, describe_machine
 from benchmarks.measure import write_results

@@ -14,7 +14,8 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from attnmt.evaluation import split_examples, training_summary
+from attnmt.checkpoint import training_summary
+from attnmt.evaluation import split_examples
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, chrf, sentence_chrf
 from attnmt.search.options import SearchOptions

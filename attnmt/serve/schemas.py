@@ -248,7 +248,10 @@ class ModelInfo(_Response):
     source_language: str
     target_language: str
     architecture: dict = Field(description="rnn, attention, decoder, sizes, parameters")
-    training: dict = Field(description="steps, validation score and minutes of the served checkpoint")
+    training: dict = Field(
+        description="steps, validation score and minutes of the served checkpoint; started_from: the run and "
+        "checkpoint a continued run began from (attnmt train --from), else null"
+    )
     decoding: dict = Field(description="the run's default beam size and length penalty")
 
 

@@ -200,7 +200,13 @@ function describe(model) {
   return `${model.source_language} → ${model.target_language}; ${a.rnn.toUpperCase()}, ${a.attention} attention, ` +
     `${a.decoder} decoder, encoder ${a.encoder_hidden}${a.bidirectional ? " × 2 directions" : ""}, decoder ` +
     `${a.decoder_hidden}, ${a.parameters.toLocaleString()} parameters; checkpoint ${t.checkpoint} ` +
-    `(step ${t.step}${score})`;
+    `(step ${t.step}${score})` + (t.started_from ? `; continued from ${startedFrom(t.started_from)}` : "");
+}
+
+// Where a continued run began (`attnmt train --from`): the run and its checkpoint.
+function startedFrom(start) {
+  const run = start.run.split("/").filter(Boolean).pop();
+  return `${run}/${start.checkpoint}` + (start.step == null ? "" : ` (step ${start.step})`);
 }
 
 async function loadExamples() {
