@@ -9,6 +9,7 @@ committed outputs match what a fresh run produces, cell by cell.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import tempfile
 import time
@@ -33,7 +34,22 @@ def execute(notebook: nbformat.NotebookNode, workdir: str | Path, timeout: int) 
         resources={"metadata": {"path": str(workdir)}},
     )
     client.execute()
+    stamp_sources(notebook)
     return notebook
+
+
+def source_hash(source: str) -> str:
+    """The SHA-256 of a code cell's source: what its stored outputs were made from."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def stamp_sources(notebook: nbformat.NotebookNode) -> None:
+    """Store each code cell's source hash in its metadata (`attnmt.source_sha256`), so that an edit
+    made after the execution is found (`tests/test_notebook.py`) instead of showing outputs of
+    code that is no longer there."""
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.metadata.setdefault("attnmt", {})["source_sha256"] = source_hash(cell.source)
 
 
 def main() -> int:

@@ -49,15 +49,16 @@ TIME_LIMIT_S = 12 * 60
 MACHINE_PATH = re.compile(r"(?<![\w.])/(?:tmp|home|root|work|Users|var|private)/")
 
 
-def _load_execute():
-    """`execute` of notebooks/execute.py, the script `make notebook` runs: one way to run it."""
+def _load_executor():
+    """notebooks/execute.py, the script `make notebook` runs: one way to run the notebook and stamp it."""
     spec = importlib.util.spec_from_file_location("notebook_execute", NOTEBOOKS / "execute.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.execute
+    return module
 
 
-execute = _load_execute()
+executor = _load_executor()
+execute = executor.execute
 
 
 def read_notebook() -> nbformat.NotebookNode:
@@ -158,6 +159,12 @@ def test_committed_with_its_outputs():
     no path of the machine it ran on, and small enough to read in a browser."""
     cells = code_cells(read_notebook())
     assert [cell.execution_count for cell in cells] == list(range(1, len(cells) + 1)), "run `make notebook`"
+    edited = [
+        index + 1
+        for index, cell in enumerate(cells)
+        if cell.metadata.get("attnmt", {}).get("source_sha256") != executor.source_hash(cell.source)
+    ]
+    assert not edited, f"code cells {edited} were edited after the notebook was executed: run `make notebook`"
     texts = []
     for index, cell in enumerate(cells):
         kinds = output_kinds(cell)
