@@ -87,9 +87,9 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def choose_device(requested: str = "auto", *, field: str = "train.device") -> str:
-    """`auto` picks cuda, then mps, then cpu; an explicit device that is absent is a UserError
-    naming `field`, the setting `requested` came from."""
+def choose_device(requested: str = "auto", *, field: str = "train.device", auto_mps: bool = True) -> str:
+    """`auto` picks cuda, then mps (unless `auto_mps` is False: then only when named), then cpu;
+    an explicit device that is absent is a UserError naming `field`, the setting `requested` came from."""
     import torch
 
     available = {
@@ -98,7 +98,7 @@ def choose_device(requested: str = "auto", *, field: str = "train.device") -> st
         "cpu": True,
     }
     if requested == "auto":
-        return next(name for name in ("cuda", "mps", "cpu") if available[name])
+        return next(name for name in ("cuda", "mps", "cpu") if available[name] and (auto_mps or name != "mps"))
     kind = requested.split(":")[0]
     if kind not in available:
         raise UserError(f"unknown device {requested!r}; expected auto, cpu, cuda or mps", field=field)

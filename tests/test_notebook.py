@@ -14,6 +14,7 @@ import importlib.util
 import itertools
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -153,6 +154,52 @@ def code_cells(notebook: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [cell for cell in notebook.cells if cell.cell_type == "code"]
 
 
+def test_a_record_run_says_which_cell_failed_and_leaves_the_notebook_alone(tmp_path, monkeypatch):
+    """`execute.py --record` (how the notebook is run on a GPU): a raw result with each cell's time
+    and printed text, the number of asserts, and the first failing cell with its error."""
+    import json
+
+    from attnmt.provenance import HASH, content_hash
+
+    small = nbformat.v4.new_notebook()
+    small.cells = [
+        nbformat.v4.new_markdown_cell("# a small notebook"),
+        nbformat.v4.new_code_cell("x = 1\nassert x == 1"),
+        nbformat.v4.new_code_cell('print("hello")'),
+        nbformat.v4.new_code_cell('assert x == 2, "broken"'),
+        nbformat.v4.new_code_cell('print("never")'),
+    ]
+    source = tmp_path / "small.ipynb"
+    nbformat.write(small, source)
+    before = source.read_bytes()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", ["execute.py", "--record", "small.json"])
+    path = tmp_path / "small.json"
+
+    assert executor.record("cpu", path, None, timeout=60, source=source) == 1
+    result = json.loads(path.read_text())
+    assert source.read_bytes() == before, "the notebook itself is not rewritten"
+    assert result["failure"] == {"code_cell": 3, "error": "AssertionError: broken"}
+    assert (result["all_cells_ran"], result["code_cells"], result["code_cells_run"], result["asserts"]) == (
+        False,
+        4,
+        2,
+        2,
+    )
+    assert result["printed_by_code_cell"] == ["", "hello\n", "", ""]
+    assert result["seconds_by_code_cell"][3] is None and all(s >= 0 for s in result["seconds_by_code_cell"][:2])
+    assert result["device"] == "cpu" and result["machine"]["device"] == "cpu"
+    assert result["command"] == "python notebooks/execute.py --record small.json"
+    assert result[HASH] == content_hash(result)
+
+    small.cells[3].source = "assert x == 1"
+    nbformat.write(small, source)
+    assert executor.record("cpu", path, tmp_path / "ran.ipynb", timeout=60, source=source) == 0
+    result = json.loads(path.read_text())
+    assert (result["all_cells_ran"], result["failure"], result["code_cells_run"]) == (True, None, 4)
+    assert nbformat.read(tmp_path / "ran.ipynb", as_version=4).cells[4].outputs[0]["text"] == "never\n"
+
+
 def test_committed_with_its_outputs():
     """The committed notebook shows its results and figures on the repository's web page without
     being run: executed top to bottom in one go (`make notebook`), no errors, every figure there,
@@ -267,13 +314,16 @@ def device_problems(source: str) -> list[str]:
 
 
 def test_the_device_is_chosen_once_and_everything_is_put_on_it():
-    """One `DEVICE`, chosen once from $ATTNMT_NOTEBOOK_DEVICE (default auto: cuda, mps or cpu),
+    """One `DEVICE`, chosen once from $ATTNMT_NOTEBOOK_DEVICE (default auto: cuda or cpu; mps when named),
     and no cell that makes a tensor or a model anywhere else, so the notebook that runs on the
     CPU in the tests runs the same on a GPU."""
     sources = [cell.source for cell in code_cells(read_notebook())]
     choices = [source for source in sources if "choose_device(" in source]
     assert len(choices) == 1 and sum(source.count("choose_device(") for source in sources) == 1
-    assert f'DEVICE = choose_device(os.environ.get("{DEVICE_VARIABLE}", "auto"))' in choices[0]
+    assert f'DEVICE = choose_device(os.environ.get("{DEVICE_VARIABLE}", "auto"), auto_mps=False)' in choices[0]
+    # float32 in full on a GPU: cuDNN's RNNs default to TF32, which the checks' tolerances do not allow
+    assert "torch.backends.cudnn.allow_tf32 = False" in choices[0]
+    assert "torch.backends.cuda.matmul.allow_tf32 = False" in choices[0]
     assert "train.device={DEVICE}" in "".join(sources), "the runs the notebook trains use DEVICE too"
     problems = [f"code cell {n + 1}: {problem}" for n, text in enumerate(sources) for problem in device_problems(text)]
     assert problems == []

@@ -1,10 +1,12 @@
-"""attnmt.utils: atomic writes keep the old file on failure and give the new one ordinary permissions."""
+"""attnmt.utils: atomic writes keep the old file on failure and give the new one ordinary permissions;
+the device choice."""
 
 import os
 
 import pytest
+import torch
 
-from attnmt.utils import atomic_path, write_text_atomic
+from attnmt.utils import UserError, atomic_path, choose_device, write_text_atomic
 
 
 def test_an_atomic_write_gets_the_permissions_of_any_new_file(tmp_path):
@@ -24,3 +26,29 @@ def test_a_failed_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path):
         raise RuntimeError("killed mid-write")
     assert target.read_text() == "old"
     assert os.listdir(tmp_path) == ["results.md"]
+
+
+@pytest.mark.parametrize(
+    ("cuda", "mps", "auto_mps", "expected"),
+    [
+        (True, True, True, "cuda"),
+        (False, True, True, "mps"),
+        (False, True, False, "cpu"),  # MPS only when named
+        (False, False, True, "cpu"),
+    ],
+)
+def test_auto_picks_cuda_then_mps_then_cpu(monkeypatch, cuda, mps, auto_mps, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert choose_device("auto", auto_mps=auto_mps) == expected
+    if mps:
+        assert choose_device("mps", auto_mps=auto_mps) == "mps", "named, it is used"
+
+
+def test_an_absent_device_names_the_setting_it_came_from(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UserError, match="'cuda:1' was requested but is not available") as raised:
+        choose_device("cuda:1", field="device")
+    assert raised.value.field == "device"
+    with pytest.raises(UserError, match="unknown device 'tpu'"):
+        choose_device("tpu")
