@@ -19,6 +19,7 @@ one line each (`tests/test_tools.py` holds it to the files present):
 - `peers`: attnmt, OpenNMT-py and JoeyNMT on the same data, shapes, batches and threads (speed,
   and quality after the same wall-clock budget).
 - `gpu`: training and decoding on a CUDA GPU in float32 and bf16, and CUDA graphs for the step.
+- `tf32`: TensorFloat-32 on a CUDA GPU: how far it moves the encoder from float32, and its speed.
 - `kernels`: the decoder's one-step kernels against the alternatives they replaced.
 - `engines`: decoding a trained run by every engine (torch, onnxruntime; float32, int8).
 - `large_file`: translating a large file as a user does: time, and memory that stays flat.

@@ -467,3 +467,26 @@ def test_stopping_scores_every_search_on_both_splits_and_keeps_the_penalty_tuned
     assert rows[("greedy", "test")]["beam_size"] == 1
     for row in rows.values():
         assert row["brevity_penalty"] == pytest.approx(stopping.brevity_penalty(row["length_ratio"]))
+
+
+def test_tf32_reference_loop_is_the_encoder_and_the_benchmark_needs_a_gpu(monkeypatch, capsys):
+    """benchmarks.tf32 measures the encoder against a GRUCell loop: on the CPU (no TF32) the two
+    agree to float32's rounding, and a broken loop (one direction's weights swapped) does not."""
+    from attnmt.encoder import Encoder
+    from benchmarks import tf32
+
+    torch.manual_seed(0)
+    encoder = Encoder(vocab_size=tf32.VOCAB, embedding_size=16, hidden_size=8).eval()
+    src, lengths = tf32.random_batch(torch.device("cpu"))
+    assert (src[:, 0] != 0).all() and (src == 0).any(), "a padded batch"
+    with torch.no_grad():
+        found = tf32.differences(encoder, src, lengths)
+        assert found["from_gru_cells"] < 1e-5 and found["from_float64"] < 1e-5
+        rnn = encoder.rnn
+        rnn.weight_hh_l0.data, rnn.weight_hh_l0_reverse.data = rnn.weight_hh_l0_reverse.data, rnn.weight_hh_l0.data
+        swapped, _ = encoder(src, lengths)
+        rnn.weight_hh_l0.data, rnn.weight_hh_l0_reverse.data = rnn.weight_hh_l0_reverse.data, rnn.weight_hh_l0.data
+        assert (swapped - tf32.gru_loop(encoder, src, lengths)).abs().max() > 1e-3
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert tf32.main([]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
