@@ -48,9 +48,20 @@ def execute(notebook: nbformat.NotebookNode, workdir: str | Path, timeout: int, 
         resources={"metadata": {"path": str(workdir)}},
         **hooks,
     )
+    before = load_average()
     client.execute()
     stamp_sources(notebook)
+    # what else ran on the machine meanwhile: the timings the notebook prints are read beside it
+    notebook.metadata.setdefault("attnmt", {})["load_average"] = {"before": before, "after": load_average()}
     return notebook
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (None where the system keeps none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def source_hash(source: str) -> str:

@@ -212,6 +212,8 @@ def test_committed_with_its_outputs():
         if cell.metadata.get("attnmt", {}).get("source_sha256") != executor.source_hash(cell.source)
     ]
     assert not edited, f"code cells {edited} were edited after the notebook was executed: run `make notebook`"
+    load = read_notebook().metadata.get("attnmt", {}).get("load_average", {})
+    assert set(load) == {"before", "after"}, "the load average while it ran, beside the timings it prints"
     texts = []
     for index, cell in enumerate(cells):
         kinds = output_kinds(cell)
