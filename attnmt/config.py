@@ -81,6 +81,14 @@ class DataConfig(_Section):
         "batched (subword regularization): for bpe the probability of dropping a merge (BPE-dropout), for "
         "unigram the sampling smoothing alpha; the vocabularies then hold every piece of the model. 0: off",
     )
+    mix_previous: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="with train.init_from: the share of training batches drawn from the starting run's own "
+        "training data, encoded with this run's vocabularies, so that the continued model keeps what it "
+        "learned there. 0: only this config's corpus",
+    )
     min_freq: int = Field(1, ge=1)
     max_vocab_size: int | None = Field(None, ge=5)
     shared_vocab: bool = False
@@ -280,6 +288,10 @@ class Config(_Section):
             )
         if self.data.subword_sampling > 0 and self.data.tokenizer != "sentencepiece":
             raise ValueError("data.subword_sampling needs data.tokenizer: sentencepiece (word tokens have no pieces)")
+        if self.data.mix_previous > 0 and self.train.init_from is None:
+            raise ValueError("data.mix_previous mixes in a starting run's data: set train.init_from (--from RUN)")
+        if self.data.mix_previous > 0 and self.data.subword_sampling > 0:
+            raise ValueError("data.mix_previous and data.subword_sampling cannot be combined (one of them must be 0)")
         if self.model.tie_source_embeddings and not self.data.shared_vocab:
             raise ValueError(
                 "model.tie_source_embeddings needs data.shared_vocab: true (one vocabulary for both languages)"

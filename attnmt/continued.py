@@ -33,7 +33,9 @@ import torch
 
 from attnmt.checkpoint import WEIGHTS, read_meta, read_weights, resolve_checkpoint, run_dir_of, set_weights
 from attnmt.codec import TextCodec
-from attnmt.config import Config, load_config
+from attnmt.config import Config, DataConfig, load_config
+from attnmt.data import DataBundle, TokenBatchSampler, prepared_data
+from attnmt.mixing import mixed_training
 from attnmt.prepare import GivenCodec
 from attnmt.utils import UserError, write_text_atomic
 
@@ -166,6 +168,7 @@ def freeze(model: torch.nn.Module, parts: list[str]) -> list[str]:
 
 
 RECORD = "started_from.json"
+MIXED_DATA = "mixed_data"  # the record's key for the starting run's data settings, when mixing
 
 
 @dataclass
@@ -199,7 +202,35 @@ class Continuation:
         if self.config.train.freeze:
             frozen = freeze(model, self.config.train.freeze)
             notes.append(f"frozen: {', '.join(self.config.train.freeze)} ({len(frozen)} tensors)")
+        if self.config.data.mix_previous:
+            share = self.config.data.mix_previous
+            notes.append(f"data.mix_previous: {share:.0%} of the batches from the starting run's training data")
         return notes
+
+    def mixed_data(self) -> DataConfig | None:
+        """The starting run's data settings, whose training split `data.mix_previous` draws from
+        (kept in the record, so a resume needs no starting run); None without mixing."""
+        if not self.config.data.mix_previous:
+            return None
+        if MIXED_DATA not in self.record:
+            raise UserError(
+                f"{RECORD} holds no {MIXED_DATA}: the run was started without mixing", field="data.mix_previous"
+            )
+        return DataConfig.model_validate(self.record[MIXED_DATA])
+
+
+def training_batches(
+    bundle: DataBundle, config: Config, continued: Continuation | None
+) -> tuple[DataBundle, TokenBatchSampler]:
+    """The training split and the sampler of its batches: the config's corpus, and with
+    `data.mix_previous` that share of the batches drawn from the starting run's training data,
+    encoded with this run's vocabularies (`mixing`)."""
+    sampler = bundle.sampler(config.data, shuffle=True, seed=config.train.seed)
+    previous = continued.mixed_data() if continued is not None else None
+    if previous is None:
+        return bundle, sampler
+    old = prepared_data(previous, given=GivenCodec(bundle.codec)).train
+    return mixed_training(bundle, sampler, old, config.data, config.train.seed)
 
 
 def continuation(config: Config, resume: bool) -> Continuation | None:
@@ -222,4 +253,8 @@ def continuation(config: Config, resume: bool) -> Continuation | None:
     if config.train.extend_vocab and not words:
         notes.append("train.extend_vocab: SentencePiece pieces spell any text, so the vocabularies are kept")
     given = GivenCodec(start_codec(start), extend=config.train.extend_vocab and words)
-    return Continuation(config, start, start.record(), given, notes)
+    record = start.record()
+    if config.data.mix_previous:  # the starting run's corpus, read from where this run reads its own
+        data_dir = config.data.data_dir or start.config.data.data_dir
+        record[MIXED_DATA] = start.config.data.model_copy(update={"data_dir": data_dir}).model_dump(mode="json")
+    return Continuation(config, start, record, given, notes)

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnmt.binarized import TokenArrays
 from attnmt.codec import TextCodec, build_tokenizers, build_vocabs
 from attnmt.config import DataConfig
 from attnmt.corpora import load_corpus
@@ -213,16 +212,18 @@ class EncodedSplit:
     @property
     def src_lengths(self) -> np.ndarray:
         """(N,) int64 source lengths in tokens."""
-        return _lengths(self.src_ids)
+        return sequence_lengths(self.src_ids)
 
     @property
     def tgt_lengths(self) -> np.ndarray:
         """(N,) int64 target lengths in tokens (without BOS or EOS)."""
-        return _lengths(self.tgt_ids)
+        return sequence_lengths(self.tgt_ids)
 
 
-def _lengths(ids: Sequence[Sequence[int]]) -> np.ndarray:
-    if isinstance(ids, TokenArrays):
+def sequence_lengths(ids: Sequence[Sequence[int]]) -> np.ndarray:
+    """(N,) int64 lengths of id lists; read from `ids.lengths` where the container keeps them
+    (memory-mapped `TokenArrays`, `mixing.ConcatenatedIds`) instead of touching every sentence."""
+    if isinstance(getattr(ids, "lengths", None), np.ndarray):
         return ids.lengths
     return np.fromiter((len(sentence) for sentence in ids), dtype=np.int64, count=len(ids))
 

@@ -26,7 +26,7 @@ from attnmt import distributed
 from attnmt.checkpoint import load_trainer_state, load_weights, read_index, resolve_checkpoint, save_checkpoint
 from attnmt.codec import TextCodec
 from attnmt.config import Config, save_config
-from attnmt.continued import continuation
+from attnmt.continued import continuation, training_batches
 from attnmt.data import Batch, DataBundle, collate, prepared_data
 from attnmt.feeding import feed
 from attnmt.loss import loss_denominator, token_loss
@@ -217,7 +217,7 @@ class Trainer:
         notes = self.continued.prepare_model(self.model, self.run_dir, self.context.is_main) if self.continued else []
         self.metrics = MetricsLog(self.run_dir, self.progress.step if resume else None, self.context.is_main)
         self.ddp_model = distributed.wrap(self.model, self.context, self.device)
-        self.sampler = self.bundle.sampler(config.data, shuffle=True, seed=config.train.seed)
+        self.bundle, self.sampler = training_batches(self.bundle, config, self.continued)
         alpha = config.data.subword_sampling
         if alpha > 0 and self.context.world_size > 1:  # a rank would not know the others' sampled lengths
             raise UserError("data.subword_sampling is for one training process; run without torchrun")

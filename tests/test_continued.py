@@ -8,6 +8,7 @@ uninterrupted one's losses exactly."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import torch
 from attnmt.checkpoint import read_meta, read_weights, resolve_checkpoint, training_summary
 from attnmt.config import load_config
 from attnmt.train import Trainer, fit
+from attnmt.utils import UserError
 from attnmt.vocab import Vocab
 from tests.cli_helpers import run_error, run_ok
 from tests.run_helpers import MODELS
@@ -185,3 +187,43 @@ def test_the_command_line_continues_and_refuses_what_cannot_continue(tmp_path, c
     assert "init_from" in run_error(capsys, "train", *settings, *other, "--extend-vocab")
     assert "--resume" in run_error(capsys, "train", "--resume", str(tmp_path / "next"), "--from", str(start))
     assert not (tmp_path / "other").exists()
+
+
+def test_mixing_draws_its_share_of_batches_from_the_starting_data_and_resumes_exactly(tmp_path):
+    start = train_start(tmp_path / "start")
+    settings = [*new_words_corpus(tmp_path / "corpus"), "data.mix_previous=0.5", "data.batch_tokens=60"]
+    trainer = Trainer(continued_config(tmp_path / "mixed", start, *settings), resume=False)
+    trainer.display.close()
+    new_pairs = 60
+    batches = trainer.sampler.epoch_batches(0)
+    old = [batch for batch in batches if min(batch) >= new_pairs]
+    assert len(old) == len(batches) - len(old) and all(max(b) < new_pairs for b in batches if min(b) < new_pairs)
+    target = trainer.bundle.tgt_vocab
+    old_text = [target.decode(list(trainer.bundle.train.tgt_ids[i])) for i in old[0]]
+    new_text = [target.decode(list(trainer.bundle.train.tgt_ids[i])) for i in range(new_pairs)]
+    assert all("qq" not in words for words in old_text), "old batches hold the starting run's corpus"
+    assert all("<unk>" in words for words in new_text), "encoded with the starting vocabularies"
+    record = json.loads((tmp_path / "mixed" / "started_from.json").read_text())
+    assert record["mixed_data"]["corpus"] == "reverse"
+    fit(continued_config(tmp_path / "whole", start, *settings, "train.max_steps=8"), log=quiet)
+    fit(continued_config(tmp_path / "split", start, *settings, "train.max_steps=4"), log=quiet)
+    resumed = load_config(tmp_path / "split" / "config.yaml", ["train.max_steps=8"])
+    fit(resumed, resume=True, log=quiet)
+    whole, split = train_losses(tmp_path / "whole"), train_losses(tmp_path / "split")
+    assert sorted(whole) == list(range(1, 9)) and whole == split  # exact, the old data's batches included
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (["data.mix_previous=0.3"], "data.mix_previous mixes in a starting run's data: set train.init_from"),
+        (
+            ["data.mix_previous=0.3", "train.init_from=x", *SENTENCEPIECE, "data.subword_sampling=0.1"],
+            "data.mix_previous and data.subword_sampling cannot be combined",
+        ),
+        (["data.mix_previous=1.0", "train.init_from=x"], "data.mix_previous"),
+    ],
+)
+def test_mixing_needs_a_start_and_a_share_below_one(settings, expected):
+    with pytest.raises(UserError, match=re.escape(expected)):
+        load_config(None, [*TINY, *settings])

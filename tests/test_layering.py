@@ -65,7 +65,8 @@ ALLOWED = {
         "tokenize",
         "vocab",
     },
-    "data": {"config", "corpora", "splits", "binarized", "codec", "prepare", "tokenize", "vocab"},
+    "data": {"config", "corpora", "splits", "codec", "prepare", "tokenize", "vocab"},
+    "mixing": {"config", "data"},
     "stats": {"config", "data", "vocab"},
     "attention": set(),
     "dropout": set(),
@@ -114,7 +115,7 @@ ALLOWED = {
     "average": {"utils", "checkpoint"},
     "subwords": {"codec", "tokenize", "vocab"},
     "loss": {"vocab"},
-    "continued": {"utils", "config", "checkpoint", "codec", "prepare"},
+    "continued": {"utils", "config", "checkpoint", "codec", "data", "mixing", "prepare"},
     "train": {
         "utils",
         "continued",
