@@ -244,16 +244,20 @@ class DataBundle:
         return TextCodec(self.src_tokenizer, self.tgt_tokenizer, self.src_vocab, self.tgt_vocab)
 
     def sampler(self, cfg: DataConfig, *, shuffle: bool, seed: int, split: str = "train") -> TokenBatchSampler:
-        encoded: EncodedSplit = getattr(self, split)
-        return TokenBatchSampler(
-            encoded.src_lengths,
-            encoded.tgt_lengths,
-            batch_tokens=cfg.batch_tokens,
-            max_sentences=cfg.max_batch_sentences,
-            pool_batches=cfg.bucket_pool_batches,
-            shuffle=shuffle,
-            seed=seed,
-        )
+        return batch_sampler(getattr(self, split), cfg, shuffle=shuffle, seed=seed)
+
+
+def batch_sampler(encoded: EncodedSplit, cfg: DataConfig, *, shuffle: bool, seed: int) -> TokenBatchSampler:
+    """The batches of `encoded` under `cfg`'s budgets (batch_tokens, max_batch_sentences, pools)."""
+    return TokenBatchSampler(
+        encoded.src_lengths,
+        encoded.tgt_lengths,
+        batch_tokens=cfg.batch_tokens,
+        max_sentences=cfg.max_batch_sentences,
+        pool_batches=cfg.bucket_pool_batches,
+        shuffle=shuffle,
+        seed=seed,
+    )
 
 
 def _tokenize_all(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[str]]:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from attnmt.config import DataConfig
-from attnmt.data import DataBundle, EncodedSplit, TokenBatchSampler, sequence_lengths
+from attnmt.data import DataBundle, EncodedSplit, TokenBatchSampler, batch_sampler, sequence_lengths
 
 
 class ConcatenatedIds(Sequence):
@@ -92,15 +92,7 @@ def mixed_training(
     """`bundle` whose training split also holds `old` (after its own pairs), and the sampler that
     mixes `cfg.mix_previous` of old-data batches into `sampler`'s; the old data is batched under
     this config's budgets, shuffled by its own seed."""
-    old_sampler = TokenBatchSampler(
-        old.src_lengths,
-        old.tgt_lengths,
-        batch_tokens=cfg.batch_tokens,
-        max_sentences=cfg.max_batch_sentences,
-        pool_batches=cfg.bucket_pool_batches,
-        shuffle=True,
-        seed=seed + 1,
-    )
+    old_sampler = batch_sampler(old, cfg, shuffle=True, seed=seed + 1)
     new = bundle.train
     train = EncodedSplit(
         src_ids=ConcatenatedIds(new.src_ids, old.src_ids),
