@@ -38,6 +38,7 @@ FLAGS = {
     "fast_bound": "--fast-bound",
     "ensemble_attention": "--ensemble-attention",
     "data_dir": "--data-dir",
+    "glossary": "--glossary",
     "overrides": "--set",
     "output": "--output",
     "ref": "--ref",
@@ -209,8 +210,8 @@ def float_list(text: str) -> list[float]:
 
 
 @contextlib.contextmanager
-def output_stream(path: str | None) -> Iterator[TextIO]:
-    """stdout, or a file that appears (atomically) only once everything is written (--output)."""
+def output_stream(path: str | None, flag: str = "--output") -> Iterator[TextIO]:
+    """stdout, or a file that appears (atomically) only once everything is written (`flag`)."""
     if path is None:
         yield sys.stdout
         return
@@ -218,4 +219,4 @@ def output_stream(path: str | None) -> Iterator[TextIO]:
         with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as handle:
             yield handle
     except OSError as exc:
-        raise UserError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+        raise UserError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None

@@ -60,6 +60,16 @@ def add_parser(commands) -> None:
         "--prefix-column, SOURCE<TAB>PREFIX<TAB>PHRASE...",
     )
     parser.add_argument(
+        "--glossary",
+        metavar="FILE",
+        help="SOURCE<TAB>TARGET per line: where a source term occurs (whole words), its target is required",
+    )
+    parser.add_argument(
+        "--glossary-report",
+        metavar="FILE",
+        help="with --glossary: one JSON line per sentence, the terms applied and those left out (no room)",
+    )
+    parser.add_argument(
         "--n-best",
         type=int,
         metavar="N",
@@ -102,15 +112,16 @@ def _check_steering(args: argparse.Namespace) -> None:
         raise UserError("a column option reads --input lines; for SENTENCE arguments use --prefix or --require")
 
 
-def _sources(lines: Iterable[str], args: argparse.Namespace) -> Iterator:
+def _sources(lines: Iterable[str], args: argparse.Namespace, glossary=None) -> Iterator:
     """Each line as translate_windows takes it: as it is, or a `Source` with its prefix and
     required phrases (tab-separated columns: SOURCE<TAB>PREFIX with --prefix-column,
-    SOURCE<TAB>PHRASE... with --require-column, SOURCE<TAB>PREFIX<TAB>PHRASE... with both; and
-    --require's phrases for every line)."""
+    SOURCE<TAB>PHRASE... with --require-column, SOURCE<TAB>PREFIX<TAB>PHRASE... with both;
+    --require's phrases for every line; the targets of the `glossary`'s terms found in it)."""
+    from attnmt.glossary import required_phrases
     from attnmt.translate import Source
 
     for line in lines:
-        if not (args.prefix_column or args.require_column or args.require):
+        if not (args.prefix_column or args.require_column or args.require or glossary):
             yield line
             continue
         prefix, phrases = "", []
@@ -123,11 +134,12 @@ def _sources(lines: Iterable[str], args: argparse.Namespace) -> Iterator:
             source, *phrases = line.split("\t")
         else:
             source = line
-        yield Source(source, prefix=prefix, required=(*phrases, *args.require))
+        yield Source(source, prefix=prefix, required=required_phrases(source, [*phrases, *args.require], glossary))
 
 
 def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.alignment import pharaoh
+    from attnmt.glossary import required_phrases
     from attnmt.loading import load  # torch: not loaded to build the parser
     from attnmt.stream import StreamProgress, translate_windows
     from attnmt.textfiles import count_lines, prompt_lines, stream_lines
@@ -143,6 +155,7 @@ def run(args: argparse.Namespace, console: Console) -> None:
     with contextlib.ExitStack() as stack:
         spec = stack.enter_context(spec.exported())  # a run on onnxruntime: exported once, for every process
         translator = load(spec)
+        glossary = _glossary(args, translator)
         n_best = translator.config.decode.n_best if args.n_best is None else args.n_best
         options = translator.search_options(
             beam_size=args.beam,
@@ -153,19 +166,62 @@ def run(args: argparse.Namespace, console: Console) -> None:
         )
         out = stack.enter_context(output_stream(args.output))
         if not args.sentences and args.input is None and sys.stdin.isatty():  # typed lines, answered at once
-            typed = (list(_sources(line, args)) for line in prompt_lines())
+            typed = (list(_sources(line, args, glossary)) for line in prompt_lines())
             chunks = (translator.translate_sources(line, options) for line in typed)
         else:
             if args.prefix:
                 pairs = zip(args.sentences, args.prefix, strict=True)
-                lines = [Source(sentence, prefix, tuple(args.require)) for sentence, prefix in pairs]
+                lines = [Source(s, prefix, required_phrases(s, args.require, glossary)) for s, prefix in pairs]
             else:
-                lines = _sources(args.sentences or stream_lines(args.input), args)
+                lines = _sources(args.sentences or stream_lines(args.input), args, glossary)
             chunks = translate_windows(lines, options, translator=translator, spec=spec, workers=args.workers)
         total = count_lines(args.input) if args.input not in (None, "-") and not args.sentences else None
         progress = stack.enter_context(contextlib.closing(StreamProgress(total)))
         aligned = (lambda translation: pharaoh(translator.align(translation))) if args.alignment else None
+        report_out = stack.enter_context(output_stream(args.glossary_report, "--glossary-report"))
+        report = _GlossaryReport(glossary, report_out if args.glossary_report else None)
+        chunks = (report.seen(translations) for translations in chunks)
         _write_translations(chunks, out, progress, n_best=n_best, attention=args.attention, aligned=aligned)
+        report.summary()
+
+
+def _glossary(args: argparse.Namespace, translator):
+    """The --glossary read for this run's languages and vocabularies (None without one)."""
+    from attnmt.glossary import read_glossary
+
+    if args.glossary_report and not args.glossary:
+        raise UserError("--glossary-report goes with --glossary", field="glossary")
+    if not args.glossary:
+        return None
+    data = translator.config.data
+    return read_glossary(args.glossary, data.src_lang, data.lowercase, translator.codec.encode_target)
+
+
+class _GlossaryReport:
+    """Counts what the glossary did to each translation, writes it as a JSON line per sentence
+    to `out` (--glossary-report), and says the totals on stderr at the end."""
+
+    def __init__(self, glossary, out: TextIO | None) -> None:
+        self.glossary, self.out = glossary, out
+        self.sentences = self.with_terms = self.applied = self.missing = 0
+
+    def seen(self, translations):
+        import json
+
+        for translation in translations if self.glossary else ():
+            applied = self.glossary.applied(translation.source, translation.missing)
+            self.sentences += 1
+            self.with_terms += bool(applied.applied or applied.missing)
+            self.applied, self.missing = self.applied + len(applied.applied), self.missing + len(applied.missing)
+            if self.out:
+                self.out.write(json.dumps({"line": self.sentences, **applied.record()}, ensure_ascii=False) + "\n")
+        return translations
+
+    def summary(self) -> None:
+        if self.glossary:
+            left = f"; {self.missing:,} left out (no room)" if self.missing else ""
+            counts = f"{self.applied:,} terms applied in {self.with_terms:,} of {self.sentences:,} sentences"
+            print(f"glossary: {counts}{left}", file=sys.stderr)
 
 
 def _write_translations(chunks, out: TextIO, progress, *, n_best: int, attention: str | None, aligned=None) -> None:

@@ -32,6 +32,7 @@ API_FIELDS = {
     "max_length": "max_length",
     "prefix": "prefixes",
     "require": "constraints",
+    "glossary": "glossary",
     "source": "sentences",
     "target": "targets",
 }

@@ -18,6 +18,7 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from attnmt.glossary import Glossary, glossary_of, required_phrases
 from attnmt.serve.batcher import QueueFull
 from attnmt.serve.catalog import sentence_json
 from attnmt.serve.schemas import (
@@ -71,7 +72,8 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
     check_limits(request, state.limits)
     run = state.addressed(request)
     options = state.search_options(run, request, request.n_best)
-    sources = _sources(request)
+    glossary = _glossary(request, run)
+    sources = _sources(request, glossary)
     if request.prefixes is not None:  # checked alone: a bad one must not fail the batch it would join
         run.translator.check_prefixes(request.sentences, request.prefixes, options, first_number=0)
     if request.constraints is not None:
@@ -85,18 +87,34 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
         ) from None
     translations = await state.within_timeout(asyncio.wrap_future(future))
     answers = [sentence_json(t, request.return_attention) for t in translations]
-    if request.constraints is not None:
-        for answer, translation in zip(answers, translations, strict=True):
+    for answer, translation in zip(answers, translations, strict=True):
+        if request.constraints is not None:
             answer["unmet_constraints"] = translation.missing
+        if glossary is not None:
+            answer["glossary"] = glossary.applied(translation.source, translation.missing).record()
     return TranslateResponse(model=run.name, beam_size=options.beam_size, translations=answers)
 
 
-def _sources(request: TranslateRequest) -> list:
-    """The request's sentences, each with its prefix and constraints when it has them."""
+def _glossary(request: TranslateRequest, run) -> Glossary | None:
+    """The request's glossary for the addressed run's languages and vocabularies, checked."""
+    if request.glossary is None:
+        return None
+    data = run.translator.config.data
+    entries = []
+    for index, term in enumerate(request.glossary):
+        if len(term) != 2:
+            raise UserError(f"glossary[{index}]: expected [source, target], got {len(term)} strings", field="glossary")
+        entries.append((f"glossary[{index}]", *term))
+    return glossary_of(entries, data.src_lang, data.lowercase, run.translator.codec.encode_target)
+
+
+def _sources(request: TranslateRequest, glossary: Glossary | None) -> list:
+    """The request's sentences, each with its prefix and constraints when it has them, and the
+    targets of the glossary's terms found in it."""
     prefixes = request.prefixes or [""] * len(request.sentences)
     required = request.constraints or [[] for _ in request.sentences]
     return [
-        Source(text, prefix=prefix, required=tuple(phrases))
+        Source(text, prefix=prefix, required=required_phrases(text, phrases, glossary))
         for text, prefix, phrases in zip(request.sentences, prefixes, required, strict=True)
     ]
 

@@ -89,6 +89,11 @@ class TranslateRequest(_Request):
         description="per sentence, target phrases its translations must contain (terminology); "
         "a sentence may have a prefix too",
     )
+    glossary: list[list[str]] | None = Field(
+        None,
+        description="[source, target] terms: where a source term occurs in a sentence (whole words, the run's "
+        "normalization and lowercasing, the longest first), its target is required of the translation",
+    )
     n_best: int = Field(1, ge=1, description="hypotheses per sentence, best first (at most beam_size)")
     return_attention: bool = Field(False, description="add each hypothesis's (target x source) attention")
 
@@ -190,6 +195,11 @@ class Hypothesis(_Response):
     )
 
 
+class GlossaryOutcome(_Response):
+    applied: list[list[str]] = Field(description="[source, target] terms the best translation contains")
+    missing: list[list[str]] = Field(description="terms it lacks, its length limit having left no room")
+
+
 class SentenceTranslation(_Response):
     source: str
     source_tokens: list[str]
@@ -197,6 +207,7 @@ class SentenceTranslation(_Response):
     unmet_constraints: list[str] | None = Field(
         None, description="with constraints: those the best translation lacks, its length limit having left no room"
     )
+    glossary: GlossaryOutcome | None = Field(None, description="with a glossary: the terms found in the sentence")
 
 
 class TranslateResponse(_Response):
