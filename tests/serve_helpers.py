@@ -15,5 +15,5 @@ from attnmt.serve.catalog import Catalog
 def serving(*argv: str) -> tuple[Catalog, TestClient]:
     """The catalog `attnmt serve ARGV` loads, and a test client of the app it would run."""
     args = build_parser().parse_args(["serve", *argv])
-    catalog = Catalog.load(models(args, Console()))
+    catalog = Catalog.load(models(args, Console()), args.glossary)
     return catalog, TestClient(create_app(catalog), raise_server_exceptions=False)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from attnmt.glossary import read_glossary
+from attnmt.utils import UserError
 from attnmt.vocab import UNK
 from tests.cli_helpers import run_error, run_ok
 
@@ -59,8 +60,6 @@ def test_a_cased_run_matches_case_as_it_is_and_a_term_may_keep_its_source(tmp_pa
     ],
 )
 def test_a_bad_glossary_is_one_error_naming_its_line(tmp_path, text, expected):
-    from attnmt.utils import UserError
-
     with pytest.raises(UserError) as raised:
         read_glossary(glossary_file(tmp_path, text), "en", True, encode)
     assert expected in str(raised.value) and raised.value.field == "glossary"
@@ -132,3 +131,18 @@ def test_the_api_takes_a_glossary_and_says_what_it_applied(reverse_run):
             refused = client.post("/v1/translate", json={"sentences": ["a b"], "glossary": terms})
             assert refused.status_code == 422 and refused.json()["field"] == "glossary", refused.text
             assert message in refused.text
+
+
+def test_a_server_glossary_serves_every_request_that_sends_none(reverse_run, tmp_path):
+    from tests.serve_helpers import serving
+
+    terms = glossary_file(tmp_path, "b c\tx y\n")
+    _, client = serving(str(reverse_run), "--glossary", str(terms))
+    with client:
+        [answer] = client.post("/v1/translate", json={"sentences": ["a b c d"]}).json()["translations"]
+        assert "x y" in answer["hypotheses"][0]["text"] and answer["glossary"]["applied"] == [["b c", "x y"]]
+        own = client.post("/v1/translate", json={"sentences": ["a b c d"], "glossary": []}).json()
+        assert own["translations"][0]["glossary"] == {"applied": [], "missing": []}, "a request's own replaces it"
+    bad = glossary_file(tmp_path, "b\tzebra\n")
+    with pytest.raises(UserError, match=r"terms\.tsv:1: target 'zebra'"):
+        serving(str(reverse_run), "--glossary", str(bad))

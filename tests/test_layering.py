@@ -224,6 +224,7 @@ ALLOWED = {
         "checkpoint",
         "utils",
         "evaluation",
+        "glossary",
         "loading",
         "metrics",
         "tokenize",

@@ -32,6 +32,11 @@ def add_parser(commands) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
+    serve.add_argument(
+        "--glossary",
+        metavar="FILE",
+        help="SOURCE<TAB>TARGET terms for every /v1/translate request that sends no glossary of its own",
+    )
     add_loading_arguments(serve)
     add_fast_arguments(serve)
     add_data_dir(serve)
@@ -74,4 +79,4 @@ def models(args: argparse.Namespace, console: Console) -> list:
 def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.serve.server import serve  # torch and uvicorn: not loaded to build the parser
 
-    serve(models(args, console), host=args.host, port=args.port, limits=_limits(args))
+    serve(models(args, console), host=args.host, port=args.port, limits=_limits(args), glossary=args.glossary)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from attnmt.checkpoint import training_summary
 from attnmt.evaluation import split_examples
+from attnmt.glossary import Glossary, read_glossary
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, chrf, sentence_chrf
 from attnmt.search.options import SearchOptions
@@ -79,6 +80,7 @@ class ServedRun:
     def __init__(self, name: str, translator: Translator):
         self.name = name
         self.translator = translator
+        self.glossary: Glossary | None = None  # `attnmt serve --glossary`: for requests without their own
         self._test: list | None = None
         self._analysis: dict | None = None
         self._lock = threading.Lock()  # one reader of the test set, one analysis at a time
@@ -212,9 +214,10 @@ class Catalog:
         self.default = runs[0].name
 
     @classmethod
-    def load(cls, models: Sequence[ModelSpec]) -> Catalog:
+    def load(cls, models: Sequence[ModelSpec], glossary: str | None = None) -> Catalog:
         """Load every model once (`loading.load`); a missing or untrained run, or two models with
-        one name, is a UserError."""
+        one name, is a UserError. `glossary`: a glossary file read for each run's languages and
+        vocabularies, used by every request that sends no glossary of its own."""
         names: dict[str, ModelSpec] = {}
         for spec in models:
             name = model_name(spec)
@@ -222,7 +225,11 @@ class Catalog:
                 given, other = (", ".join(each.paths) for each in (spec, names[name]))
                 raise UserError(f"{given}: two runs would both be served as {name!r} (the other: {other})")
             names[name] = spec
-        return cls([ServedRun(name, load(spec)) for name, spec in names.items()])
+        catalog = cls([ServedRun(name, load(spec)) for name, spec in names.items()])
+        for run in catalog.runs.values() if glossary else ():
+            data = run.translator.config.data
+            run.glossary = read_glossary(glossary, data.src_lang, data.lowercase, run.translator.codec.encode_target)
+        return catalog
 
     def get(self, name: str | None) -> ServedRun:
         """The run a request names (None: the default); an unknown name is a KeyError."""

@@ -96,9 +96,10 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
 
 
 def _glossary(request: TranslateRequest, run) -> Glossary | None:
-    """The request's glossary for the addressed run's languages and vocabularies, checked."""
+    """The request's glossary for the addressed run's languages and vocabularies, checked; the
+    server's (`attnmt serve --glossary`) when it sends none (an empty list: none at all)."""
     if request.glossary is None:
-        return None
+        return run.glossary
     data = run.translator.config.data
     entries = []
     for index, term in enumerate(request.glossary):

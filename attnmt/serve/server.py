@@ -42,8 +42,10 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     limits: Limits | None = None,
+    glossary: str | None = None,
 ) -> None:
-    """Serve `models` (each a run, an export or an ensemble) at http://host:port until SIGINT/SIGTERM."""
+    """Serve `models` (each a run, an export or an ensemble) at http://host:port until SIGINT/SIGTERM;
+    `glossary`: a glossary file for the requests that send none (`Catalog.load`)."""
     import uvicorn
 
     from attnmt.serve.app import create_app
@@ -51,7 +53,7 @@ def serve(
 
     sock = bind(host, port)
     try:
-        catalog = Catalog.load(models)
+        catalog = Catalog.load(models, glossary)
         app = create_app(catalog, limits)
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
