@@ -147,3 +147,16 @@ def test_score_your_own_translation(page):
     assert page.locator("#scored td.token").all_text_contents() == ["c", "b", "a", "</s>"]
     expect(page.locator("#score-heatmap rect.cell")).to_have_count(4 * 3)
     page.click('.tab[data-tab="translate"]')
+
+
+def test_the_terms_of_the_server_glossary_are_shown_with_the_translation(reverse_run, tmp_path):
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("b c\tx y\n")
+    with running_server([str(reverse_run)], "--glossary", str(terms)) as url, open_page(url) as page:
+        page.fill("#source", "a b c d")
+        page.click("#translate-button")
+        expect(page.locator("#glossary")).to_have_text("Glossary terms applied: b c → x y")
+        assert "x y" in page.inner_text("#translation")
+        page.fill("#source", "e f g")
+        page.click("#translate-button")
+        expect(page.locator("#glossary")).to_have_text("")

@@ -78,8 +78,19 @@ async function translate() {
       status(`Its length limit left no room for: ${result.unmet_constraints.join("; ")}`, true);
     }
     showResult({translation: $("translation"), nbest: $("nbest"), heatmap: $("heatmap")}, result);
+    showGlossary(result.glossary);
     return !(result.unmet_constraints && result.unmet_constraints.length);  // keep the warning shown
   });
+}
+
+// The terms of the server's glossary (attnmt serve --glossary) found in the sentence: those the
+// translation contains, and those its length limit left no room for
+function showGlossary(outcome) {
+  const terms = (pairs) => pairs.map(([source, target]) => `${source} → ${target}`).join("; ");
+  const parts = [];
+  if (outcome && outcome.applied.length) parts.push(`Glossary terms applied: ${terms(outcome.applied)}`);
+  if (outcome && outcome.missing.length) parts.push(`no room for: ${terms(outcome.missing)}`);
+  $("glossary").textContent = parts.join(". ");
 }
 
 // Typing the start of the translation (or the terms) translates again once the typing pauses
