@@ -490,3 +490,39 @@ def test_tf32_reference_loop_is_the_encoder_and_the_benchmark_needs_a_gpu(monkey
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert tf32.main([]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_the_glossary_benchmark_pairs_words_by_dice_and_counts_terms_where_they_should_apply():
+    from attnmt.glossary import glossary_of
+    from attnmt.splits import Example
+    from attnmt.tokenize import WordTokenizer
+    from benchmarks import glossary
+
+    words = WordTokenizer("en", lowercase=True)
+    pairs = [("the red car", "la voiture rouge")] * 30 + [("the blue car", "la voiture bleue")] * 25
+    pairs += [(f"the thing {n}", f"la chose {n}") for n in range(120)]  # "the"/"la" become function words
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(glossary, "FUNCTION_WORDS", 2)
+        chosen = glossary.dice_terms(pairs, words, WordTokenizer("fr", lowercase=True), count=10)
+    found = {s: t for s, t, _ in chosen}
+    assert found["red"] == "rouge" and found["blue"] == "bleue" and found["car"] == "voiture"
+    assert "the" not in found and all(dice >= glossary.MIN_DICE for _, _, dice in chosen)
+    terms = glossary_of([("test", "red", "rouge")], "en", True, lambda text: [5])
+    examples = [Example("a red car", ("une voiture rouge",)), Example("red", ("bleu",)), Example("a car", ("x",))]
+    counted = glossary.term_accuracy(terms, examples, ["une voiture rouge", "rouge", "x"], words)
+    assert counted == {"occurrences": 1, "right": 1, "accuracy": 1.0}, "only where the reference has the term"
+    assert glossary.term_accuracy(terms, examples[:1], ["une voiture"], words)["accuracy"] == 0.0
+
+
+def test_the_glossary_benchmark_writes_its_raw_result(reverse_run, tmp_path, capsys, monkeypatch):
+    from benchmarks import glossary
+
+    monkeypatch.setattr(glossary, "FUNCTION_WORDS", 0)  # the reverse task's words are all frequent letters
+    out = tmp_path / "glossary.json"
+    assert glossary.main([str(reverse_run), "--terms", "5", "--beam", "2", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert len(result["glossary"]) == 5 and all(source == target for source, target, _ in result["glossary"])
+    searches = result["searches"]
+    assert searches["with"]["terms"]["occurrences"] == searches["without"]["terms"]["occurrences"] > 0
+    assert searches["with"]["terms"]["right"] >= searches["without"]["terms"]["right"]
+    assert result["command"].startswith("python -m benchmarks.glossary") and "term accuracy" in capsys.readouterr().out
