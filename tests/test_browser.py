@@ -149,14 +149,20 @@ def test_score_your_own_translation(page):
     page.click('.tab[data-tab="translate"]')
 
 
-def test_the_terms_of_the_server_glossary_are_shown_with_the_translation(reverse_run, tmp_path):
+def test_the_terms_of_the_server_glossary_are_shown_with_the_translation(page, reverse_run, tmp_path):
     terms = tmp_path / "terms.tsv"
     terms.write_text("b c\tx y\n")
-    with running_server([str(reverse_run)], "--glossary", str(terms)) as url, open_page(url) as page:
-        page.fill("#source", "a b c d")
-        page.click("#translate-button")
-        expect(page.locator("#glossary")).to_have_text("Glossary terms applied: b c → x y")
-        assert "x y" in page.inner_text("#translation")
-        page.fill("#source", "e f g")
-        page.click("#translate-button")
-        expect(page.locator("#glossary")).to_have_text("")
+    with running_server([str(reverse_run)], "--glossary", str(terms)) as url:
+        glossary_page = page.context.browser.new_page()  # the module's browser: one Playwright at a time
+        try:
+            glossary_page.goto(url)
+            glossary_page.wait_for_selector("#model option", state="attached")
+            glossary_page.fill("#source", "a b c d")
+            glossary_page.click("#translate-button")
+            expect(glossary_page.locator("#glossary")).to_have_text("Glossary terms applied: b c → x y")
+            assert "x y" in glossary_page.inner_text("#translation")
+            glossary_page.fill("#source", "e f g")
+            glossary_page.click("#translate-button")
+            expect(glossary_page.locator("#glossary")).to_have_text("")
+        finally:
+            glossary_page.close()
