@@ -98,7 +98,7 @@ def test_sections_and_questions_are_in_order():
 def test_every_section_ends_with_exercises_whose_answers_are_checked():
     """Sections 1-11 each close with an "### Exercises" cell and then answer cells: code that
     asserts the expected result (so executing the notebook checks it), tagged `answer` and
-    collapsed in JupyterLab until the learner opens it."""
+    collapsed in JupyterLab, code and printed answer both, until the learner opens it."""
     cells = read_notebook().cells
     section_starts = [i for i, cell in enumerate(cells) if SECTION_HEADING.match(cell.source.split("\n")[0])]
     assert len(section_starts) == len(SECTIONS)
@@ -110,7 +110,9 @@ def test_every_section_ends_with_exercises_whose_answers_are_checked():
         assert answers, f"section {number}: its exercises need answer cells"
         for cell in answers:
             assert cell.cell_type == "code" and cell.metadata.get("tags") == ["answer"], f"section {number}"
-            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, f"section {number}: collapsed"
+            hidden = cell.metadata.get("jupyter", {})
+            assert hidden.get("source_hidden") is True, f"section {number}: its code collapsed"
+            assert hidden.get("outputs_hidden") is True, f"section {number}: its printed answer collapsed too"
             assert any(isinstance(node, ast.Assert) for node in ast.walk(ast.parse(cell.source))), f"section {number}"
 
 
