@@ -49,6 +49,21 @@ def code_state(checkout: str | Path | None = None) -> dict[str, Any]:
     return {"commit": commit.strip(), "dirty": bool(paths), "dirty_paths": paths, "load_average": load}
 
 
+def code_span(at_start: dict[str, Any], at_end: dict[str, Any]) -> dict[str, Any]:
+    """A run's code from two `code_state`s: both (`code_at_start`, `code_at_end`), whether the
+    commit or the edited files changed between them (`code_changed`), and `git_commit`,
+    `git_dirty` and `dirty_paths` saying the worst of the two (None where git is absent)."""
+    changed = (at_start["commit"], at_start["dirty_paths"]) != (at_end["commit"], at_end["dirty_paths"])
+    return {
+        "git_commit": at_start["commit"],
+        "git_dirty": None if at_end["dirty"] is None else bool(at_start["dirty"] or at_end["dirty"] or changed),
+        "dirty_paths": sorted(set(at_start["dirty_paths"] or []) | set(at_end["dirty_paths"] or [])),
+        "code_at_start": at_start,
+        "code_at_end": at_end,
+        "code_changed": changed,
+    }
+
+
 def content_hash(results: dict[str, Any]) -> str:
     """sha256 of the result's JSON with sorted keys, without `annotations` and the hash itself."""
     content = {key: value for key, value in results.items() if key not in (ANNOTATIONS, HASH)}

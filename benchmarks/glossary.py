@@ -32,6 +32,7 @@ from attnmt.glossary import Glossary, glossary_of
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, tokenized_bleu
 from attnmt.tokenize import WordTokenizer
+from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, positive_int, write_results
 
 MIN_PAIRS, MIN_DICE, FUNCTION_WORDS = 20, 0.5, 100
@@ -132,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", metavar="DIR", help="where the run's corpus is (default: as it was trained)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = parser.parse_args(argv)
-    results = measure(args.run_dir, args.terms, args.beam, args.data_dir)
+    try:
+        results = measure(args.run_dir, args.terms, args.beam, args.data_dir)
+    except UserError as error:  # a run or corpus that is not there, a glossary the model cannot write
+        print(f"benchmarks.glossary: error: {error}", file=sys.stderr)
+        return 2
     for name, search in results["searches"].items():
         terms = search["terms"]
         print(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from attnmt.provenance import code_state, with_content_hash
+from attnmt.provenance import code_span, code_state, with_content_hash
 from attnmt.utils import describe_machine as describe_machine  # the benchmarks import it from here
 
 MIB = 2**20
@@ -140,17 +140,7 @@ def write_results(path: Path, results: dict, program: str, argv: list[str] | Non
     from attnmt.utils import atomic_path
 
     arguments = argv if argv is not None else sys.argv[1:]
-    now = code_state(CHECKOUT)
-    changed = (CODE_AT_START["commit"], CODE_AT_START["dirty_paths"]) != (now["commit"], now["dirty_paths"])
-    code = {
-        **provenance(),
-        "git_commit": CODE_AT_START["commit"],
-        "git_dirty": None if now["dirty"] is None else bool(CODE_AT_START["dirty"] or now["dirty"] or changed),
-        "dirty_paths": sorted(set(CODE_AT_START["dirty_paths"] or []) | set(now["dirty_paths"] or [])),
-        "code_at_start": CODE_AT_START,
-        "code_at_end": now,
-        "code_changed": changed,
-    }
+    code = {**provenance(), **code_span(CODE_AT_START, code_state(CHECKOUT))}
     results = {"command": " ".join([f"python -m {program}", *arguments]), **code, **results}
     with atomic_path(path) as temporary:
         temporary.write_text(json.dumps(with_content_hash(results), indent=2) + "\n", encoding="utf-8")

@@ -97,7 +97,7 @@ def record(device: str, path: Path, output: Path | None, timeout: int, source: P
     """Execute the notebook (`source`) on `device` without saving it and write the run's raw result to `path`."""
     import torch
 
-    from attnmt.provenance import code_state, with_content_hash
+    from attnmt.provenance import code_span, code_state, with_content_hash
     from attnmt.utils import atomic_path, describe_machine
 
     os.environ["ATTNMT_NOTEBOOK_DEVICE"] = device  # read by the notebook's device cell
@@ -135,17 +135,10 @@ def record(device: str, path: Path, output: Path | None, timeout: int, source: P
                 "error": f"{error.ename}: {error.evalue}",
             }
     elapsed = time.perf_counter() - started
-    at_end = code_state()
-    changed = (at_start["commit"], at_start["dirty_paths"]) != (at_end["commit"], at_end["dirty_paths"])
     cells = [notebook.cells[index] for index in code_cells]
     result = {
         "command": " ".join(["python notebooks/execute.py", *sys.argv[1:]]),
-        "git_commit": at_start["commit"],
-        "git_dirty": None if at_end["dirty"] is None else bool(at_start["dirty"] or at_end["dirty"] or changed),
-        "dirty_paths": sorted(set(at_start["dirty_paths"] or []) | set(at_end["dirty_paths"] or [])),
-        "code_at_start": at_start,
-        "code_at_end": at_end,
-        "code_changed": changed,
+        **code_span(at_start, code_state()),
         "machine": describe_machine(device),
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
@@ -177,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help="with --record: save the executed copy here")
     parser.add_argument("--timeout", type=int, default=15 * 60, help="seconds a cell may take")
     args = parser.parse_args(argv)
+    for path, flag in ((args.record, "--record"), (args.output, "--output")):
+        if path is not None and not path.resolve().parent.is_dir():  # found before minutes of running, not after
+            parser.error(f"{flag} {path}: its folder {path.parent} does not exist")
     if args.record is not None:
         return record(args.device, args.record, args.output, args.timeout)
     if args.output is not None:

@@ -526,3 +526,7 @@ def test_the_glossary_benchmark_writes_its_raw_result(reverse_run, tmp_path, cap
     assert searches["with"]["terms"]["occurrences"] == searches["without"]["terms"]["occurrences"] > 0
     assert searches["with"]["terms"]["right"] >= searches["without"]["terms"]["right"]
     assert result["command"].startswith("python -m benchmarks.glossary") and "term accuracy" in capsys.readouterr().out
+    written = out.read_text()
+    assert glossary.main([str(tmp_path / "no-run"), "--json", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("benchmarks.glossary: error: "), "one line, no traceback"
+    assert out.read_text() == written, "nothing written over the earlier result"

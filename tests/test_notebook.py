@@ -194,6 +194,10 @@ def test_a_record_run_says_which_cell_failed_and_leaves_the_notebook_alone(tmp_p
     assert result["command"] == "python notebooks/execute.py --record small.json"
     assert result[HASH] == content_hash(result)
 
+    with pytest.raises(SystemExit) as refused:  # before running anything
+        executor.main(["--record", str(tmp_path / "no-folder" / "r.json")])
+    assert refused.value.code == 2
+
     small.cells[3].source = "assert x == 1"
     nbformat.write(small, source)
     assert executor.record("cpu", path, tmp_path / "ran.ipynb", timeout=60, source=source) == 0
