@@ -8,6 +8,7 @@ environments their tests skip, except under CI, where a missing peer is a failur
 
 import copy
 import json
+import math
 import os
 import random
 import re
@@ -32,9 +33,9 @@ from benchmarks.peers.attnmt_peer import RECIPE_CONFIG, RECIPE_STEPS, Attnmt
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness, read_events, run_command, training_speed
 from benchmarks.peers.joeynmt import JoeyNMT
-from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
+from benchmarks.peers.modes import QualityOptions, SpeedOptions, StoppingOptions, quality, speed, stopping
 from benchmarks.peers.opennmt import RECIPE, OpenNMT, OpenNMTRecipe
-from benchmarks.peers.report import quality_curves, quality_rows, save_figure
+from benchmarks.peers.report import quality_curves, quality_rows, save_figure, stopping_rows
 from benchmarks.peers.system import Command, PeerError, PeerSystem, Setup, run_pip
 from tests.data_helpers import SHARED_DATA, needs_multi30k
 
@@ -243,6 +244,70 @@ def test_quality_mode_races_every_seed_and_keeps_finished_runs(setup, tmp_path):
     assert save_figure(figure, tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
     header, rows = quality_rows(third)
     assert header[3] == "seeds" and rows[0][3] == "1, 2, 3" and rows[0][-1] == "100.00 (100.00-100.00)"
+
+
+class Ranker(StandIn):
+    """A stand-in whose search takes length penalties: under `avg`, or `wu` below alpha 1.5, its
+    outputs lose their last word (short); otherwise they are the reference."""
+
+    length_penalties = ("none", "avg", "wu")
+
+    def translate_command(self, setup, work, python, *, length_penalty="none", alpha=0.0, **kwargs):
+        command = super().translate_command(setup, work, python, **kwargs)
+        if length_penalty == "avg" or (length_penalty == "wu" and alpha < 1.5):
+            reference = Path(command.argv[4])
+            lines = reference.read_text(encoding="utf-8").splitlines()
+            short = work / f"short-{reference.name}"
+            short.write_text("".join(" ".join(line.split()[:-1]) + "\n" for line in lines), encoding="utf-8")
+            command.argv[4] = str(short)
+        return command
+
+
+def test_stopping_mode_decodes_each_ranking_and_tunes_wu_on_valid(setup, tmp_path):
+    ranker, plain = Ranker("r"), StandIn("plain")
+    messages = []
+    harness = Harness(setup, [ranker, plain], tmp_path / "w", say=messages.append)
+    harness.install()
+    options = StoppingOptions(updates=4, save_every=2, seeds=(3,), alphas=(0.0, 1.0, 2.0, 3.0))
+    saved = []
+    results = stopping(harness, options, on_run=lambda partial: saved.append(copy.deepcopy(partial)))
+    # a system that ranks one way only is left out in one line; the other is measured
+    assert (
+        set(results["systems"]) == {"r"}
+        and "plain" in harness.errors
+        and "benchmarks.stopping" in harness.errors["plain"]
+    )
+    (run,) = results["systems"]["r"]["runs"]
+    assert run["seed"] == 3 and ranker.seeds == [3] and run["updates"] == 4 and run["parameters"] == 42
+    assert [point["step"] for point in run["curve"]] == [4] and run["best"]["step"] == 4
+    assert run["provenance_at_start"]["git_commit"] == run["provenance"]["git_commit"]
+    # wu is tuned on valid only: the first alpha with the best BLEU
+    assert [row["alpha"] for row in run["tuning"]] == [0.0, 1.0, 2.0, 3.0]
+    assert {row["split"] for row in run["tuning"]} == {"valid"}
+    rows = {(row["search"], row["split"]): row for row in run["rows"]}
+    assert {split for _, split in rows} == {"valid", "test2016"} and len(rows) == 8
+    tuned = rows["best_finished, wu tuned", "test2016"]
+    assert tuned["length_penalty"] == "wu" and tuned["alpha"] == 2.0 and tuned["beam_size"] == 5
+    # the scores follow the outputs: the reference (ratio 1, BP 1) or the reference less a word
+    untouched = rows["best_finished, no penalty", "test2016"]
+    assert (
+        untouched["bleu_tok_lc"] == pytest.approx(100)
+        and untouched["length_ratio"] == untouched["brevity_penalty"] == 1
+    )
+    short = rows["best_finished, avg", "valid"]
+    assert short["length_ratio"] == pytest.approx(7 / 9) and short["brevity_penalty"] == pytest.approx(
+        math.exp(1 - 9 / 7)
+    )
+    assert rows["greedy", "valid"]["beam_size"] == 1 and 0 < short["chrf"] < 100
+    assert saved[-1]["systems"] == results["systems"]
+    header, lines = stopping_rows({"systems": results["systems"]})
+    assert header[2] == "search" and lines[-1][:3] == ["r", "3", "best_finished, wu tuned (alpha 2)"]
+
+    # a rerun reuses the trained model and only decodes again
+    rerun = Harness(setup, [ranker], tmp_path / "w", say=messages.append)
+    rerun.install()
+    again = stopping(rerun, options)
+    assert ranker.seeds == [3] and again["systems"]["r"]["runs"][0]["rows"] == run["rows"]
 
 
 def test_a_results_file_of_another_race_is_refused_in_one_line(setup, tmp_path):
@@ -484,7 +549,12 @@ def test_opennmt_recipe_is_its_documented_multi30k_example_with_shared_decoder_e
     assert events.parameters == pytest.approx(expected, rel=0.01), (events.parameters, expected)
 
 
-BAD_COUNTS = [["speed", "--repeats", "0"], ["speed", "--warmup", "0"], ["quality", "--save-every", "x"]]
+BAD_COUNTS = [
+    ["speed", "--repeats", "0"],
+    ["speed", "--warmup", "0"],
+    ["quality", "--save-every", "x"],
+    ["stopping", "--updates", "0"],
+]
 
 
 @pytest.mark.parametrize("argv", BAD_COUNTS)

@@ -5,6 +5,8 @@
     python -m benchmarks.peers quality [--systems ...] [--minutes 50] [--save-every 250] [--seeds 1,2]
     python -m benchmarks.peers quality --systems attnmt-recipe,opennmt-py-recipe   # each its own recipe
     common: [--work DIR] [--data-dir DIR] [--threads 2] [--json OUT]
+    python -m benchmarks.peers stopping [--systems opennmt-py] [--updates 4600] [--seeds 1]
+                                       # output length and BLEU per search, on models of equal updates
     python -m benchmarks.peers markdown RESULTS.json   # the tables README and docs quote
 
 Each peer is installed once, pinned, into its own virtual environment under the work folder
@@ -35,8 +37,16 @@ from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, positive_int, write_results
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness
-from benchmarks.peers.modes import QualityOptions, SpeedOptions, quality, speed
-from benchmarks.peers.report import print_quality, print_speed, quality_curves, quality_rows, save_figure, speed_rows
+from benchmarks.peers.modes import QualityOptions, SpeedOptions, StoppingOptions, quality, speed, stopping
+from benchmarks.peers.report import (
+    print_quality,
+    print_speed,
+    quality_curves,
+    quality_rows,
+    save_figure,
+    speed_rows,
+    stopping_rows,
+)
 from benchmarks.peers.system import PeerSystem, Setup
 from benchmarks.report import markdown_table
 
@@ -54,6 +64,7 @@ DEFAULT_JSON = {
     "speed": Path("benchmarks/results/peers-speed.json"),
     "quality": Path("docs/results/peers-quality-identical.json"),
     "quality-recipes": Path("docs/results/peers-quality-recipes.json"),
+    "stopping": Path("benchmarks/results/peers-stopping.json"),
 }
 
 
@@ -128,15 +139,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     quality_parser.add_argument(
         "--seeds", type=seed_list, default=QualityOptions.seeds, help="comma-separated, one run per system each"
     )
+    stopping_parser = modes.add_parser("stopping", help="output length and BLEU per search, at equal updates")
+    stopping_parser.add_argument("--updates", type=positive_int, default=StoppingOptions.updates)
+    stopping_parser.add_argument("--save-every", type=positive_int, default=StoppingOptions.save_every)
+    stopping_parser.add_argument("--seeds", type=seed_list, default=StoppingOptions.seeds, help="comma-separated")
     markdown_parser = modes.add_parser("markdown", help="print a results file's tables as Markdown")
     markdown_parser.add_argument("results", type=Path)
-    for sub in (speed_parser, quality_parser):
-        sub.add_argument(
-            "--systems",
-            type=system_names,
-            default=[name for name in SYSTEMS if name not in RECIPES],
-            help=f"of {', '.join(SYSTEMS)}",
-        )
+    for sub, systems in (
+        (speed_parser, [name for name in SYSTEMS if name not in RECIPES]),
+        (quality_parser, [name for name in SYSTEMS if name not in RECIPES]),
+        (stopping_parser, ["opennmt-py"]),
+    ):
+        sub.add_argument("--systems", type=system_names, default=systems, help=f"of {', '.join(SYSTEMS)}")
         sub.add_argument("--work", type=Path, default=None, help="work folder (default: the cache's peers/)")
         sub.add_argument("--data-dir", default=None, help="Multi30k folder (default: $ATTNMT_DATA, then the cache)")
         sub.add_argument("--threads", type=positive_int, default=Setup.threads, help="threads of every system")
@@ -153,7 +167,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def print_markdown(path: Path) -> int:
     try:
         results = json.loads(path.read_text(encoding="utf-8"))
-        header, rows = speed_rows(results) if results["mode"] == "speed" else quality_rows(results)
+        rows_of = {"speed": speed_rows, "quality": quality_rows, "stopping": stopping_rows}[results["mode"]]
+        header, rows = rows_of(results)
     except (OSError, ValueError, KeyError) as error:
         print(f"benchmarks.peers: error: {path}: not a results file of this benchmark ({error})", file=sys.stderr)
         return 2
@@ -185,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     path = args.json or default_results(args.mode, args.systems)
     if args.mode == "speed":
         results.update(speed(harness, SpeedOptions(args.repeats, args.warmup, args.steps, args.decode_updates)))
+    elif args.mode == "stopping":
+
+        def save_stopping(partial: dict) -> None:  # after every run, as the race does
+            write_results(path, {**results, **partial, "errors": harness.errors}, "benchmarks.peers", argv)
+
+        options = StoppingOptions(args.updates, args.save_every, args.seeds)
+        results.update(stopping(harness, options, on_run=save_stopping))
     else:
         options = QualityOptions(args.minutes, args.save_every, args.seeds)
         try:
@@ -201,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     write_results(path, results, "benchmarks.peers", argv)
     if args.mode == "quality" and results["systems"]:
         console.log(f"curves drawn in {save_figure(quality_curves(results), path.with_suffix('.png'))}")
-    (print_speed if args.mode == "speed" else print_quality)(results, Console(width=200))
+    if args.mode == "stopping":
+        print("\n".join(markdown_table(*stopping_rows(results))))
+    else:
+        (print_speed if args.mode == "speed" else print_quality)(results, Console(width=200))
     console.log(f"results written to {path}")
     for line in errors.values():
         print(f"benchmarks.peers: error: {line}", file=sys.stderr)

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 
 from benchmarks.peers.system import Command, PeerError, PeerSystem, Setup
 
@@ -92,14 +92,20 @@ def training_speed(steps: list[dict], warmup: int) -> dict:
     return {"steps": len(timed), "target_tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
 
 
-def bleu(hypotheses: Path, reference: Path) -> float:
-    """Tokenized, lowercased BLEU on the shared word tokens (the metric of the papers)."""
-    metric = BLEU(tokenize="none", lowercase=True, force=True)
+def scores(hypotheses: Path, reference: Path) -> dict:
+    """Tokenized, lowercased BLEU on the shared word tokens (the metric of the papers), with the
+    hypothesis/reference length ratio and the brevity penalty it cost, and chrF."""
     hyps = hypotheses.read_text(encoding="utf-8").splitlines()
     refs = reference.read_text(encoding="utf-8").splitlines()
     if len(hyps) != len(refs):
         raise PeerError(f"{hypotheses}: {len(hyps)} lines for {len(refs)} references")
-    return metric.corpus_score(hyps, [refs]).score
+    scored = BLEU(tokenize="none", lowercase=True, force=True).corpus_score(hyps, [refs])
+    return {
+        "bleu_tok_lc": scored.score,
+        "length_ratio": scored.sys_len / scored.ref_len,
+        "brevity_penalty": scored.bp,
+        "chrf": CHRF().corpus_score(hyps, [refs]).score,
+    }
 
 
 class Harness:
@@ -150,11 +156,22 @@ class Harness:
         return finished, read_events(events)
 
     def translate(
-        self, system: PeerSystem, folder: Path, checkpoint: Path, split: str, beam_size: int, *, focus: bool = False
+        self,
+        system: PeerSystem,
+        folder: Path,
+        checkpoint: Path,
+        split: str,
+        beam_size: int,
+        *,
+        focus: bool = False,
+        search: dict | None = None,
     ) -> dict:
-        """Translate `split`'s source with `checkpoint`: timing, tokens and BLEU; with `focus`, and
-        where the system's probe measures it, where the attention goes (`attention_focus`)."""
-        name = f"{split}-beam{beam_size}"
+        """Translate `split`'s source with `checkpoint`: timing, tokens, BLEU and the length ratio
+        with its brevity penalty; with `focus`, and where the system's probe measures it, where the
+        attention goes (`attention_focus`); `search`: the system's own search options
+        (`PeerSystem.translate_command`), named in the output files."""
+        search = search or {}
+        name = "-".join([f"{split}-beam{beam_size}", *(str(value) for value in search.values())])
         folder.mkdir(parents=True, exist_ok=True)
         output, result = folder / f"{name}.txt", folder / f"{name}.json"
         attention = folder / f"{name}-attention.json" if focus and system.measures_attention else None
@@ -169,6 +186,7 @@ class Harness:
             beam_size=beam_size,
             result=result,
             attention_focus=attention,
+            **search,
         )
         finished = run_command(system.name, f"translating {split} (beam {beam_size})", command, folder / f"{name}.log")
         timing = json.loads(result.read_text(encoding="utf-8"))
@@ -176,7 +194,7 @@ class Harness:
             **timing,
             "sentences_per_s": timing["sentences"] / timing["seconds"],
             "tokens_per_s": timing["generated_tokens"] / timing["seconds"],
-            "bleu_tok_lc": bleu(output, self.setup.file(split, self.setup.tgt_lang)),
+            **scores(output, self.setup.file(split, self.setup.tgt_lang)),
             "peak_rss_mib": finished.peak_rss_mib,
         }
         if attention is not None:

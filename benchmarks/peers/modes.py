@@ -9,6 +9,11 @@ quality: each system trained for the same wall-clock budget, one at a time, once
          interrupted run starts over: a budget of wall-clock time cannot be split across
          processes fairly). Each finished run is handed to `on_run` at once, so the results
          file can be written after every run.
+stopping: each system whose search takes length penalties (OpenNMT-py), trained for a number
+         of updates (untimed, once per seed), its best checkpoint by greedy validation BLEU (as in
+         the race) decoded on valid and test2016 greedily and with the beam ranked each way: how
+         its output length and BLEU depend on the search, beside `benchmarks.stopping`'s table of
+         attnmt's searches on attnmt's model of the same architecture.
 """
 
 from __future__ import annotations
@@ -44,6 +49,14 @@ class QualityOptions:
     minutes: float = 50.0
     save_every: int = 250
     seeds: tuple[int, ...] = (1,)
+
+
+@dataclass(frozen=True)
+class StoppingOptions:
+    updates: int = 4600  # what attnmt's model of the race trains (configs/multi30k-en-de-race.yaml)
+    save_every: int = 500  # as that config validates
+    seeds: tuple[int, ...] = (1,)
+    alphas: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0)  # wu's, chosen on valid
 
 
 def speed(harness: Harness, options: SpeedOptions) -> dict:
@@ -235,3 +248,81 @@ def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, option
     }
     with atomic_path(folder / "result.json") as temporary:
         temporary.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+def stopping(harness: Harness, options: StoppingOptions, on_run: Callable[[dict], None] = lambda results: None) -> dict:
+    """Every system once per seed (module docstring); `on_run` gets the results after each run.
+    A trained model in the work folder is reused, so a rerun only decodes."""
+    systems: dict[str, dict] = {}
+    results = {"options": {**options.__dict__, "seeds": list(options.seeds), "alphas": list(options.alphas)}}
+    for seed in options.seeds:
+        for system in list(harness.systems):
+            if not system.length_penalties:
+                why = "its adapter ranks hypotheses one way only (attnmt's: python -m benchmarks.stopping)"
+                harness.drop(system, PeerError(f"{system.name}: {why}"))
+                continue
+            entry = systems.setdefault(
+                system.name, {"version": system.version, "architecture_notes": system.architecture_notes, "runs": []}
+            )
+            try:
+                entry["runs"].append(_stopping_run(harness, system, options, seed))
+            except PeerError as error:
+                harness.drop(system, error)
+                continue
+            on_run({**results, "systems": systems})
+    return {**results, "systems": systems}
+
+
+def _stopping_run(harness: Harness, system: PeerSystem, options: StoppingOptions, seed: int) -> dict:
+    folder = harness.work / "stopping" / system.name / f"seed-{seed}"
+    trained = folder / "trained.json"
+    if not trained.exists():
+        harness.say(f"{system.name}: training {options.updates} updates, seed {seed} (untimed)")
+        started, at_start = datetime.now(timezone.utc).isoformat(timespec="seconds"), provenance()
+        finished, events = harness.train(
+            system, folder, steps=options.updates, max_minutes=None, save_every=options.save_every, seed=seed
+        )
+        record = {
+            "parameters": events.parameters,
+            "updates": len(events.steps),
+            "training_minutes": finished.seconds / 60,
+            "started": started,
+            "provenance_at_start": at_start,
+        }
+        with atomic_path(trained) as temporary:
+            temporary.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    run = {"seed": seed, **json.loads(trained.read_text(encoding="utf-8"))}
+    scoring, checkpoints = folder / "scoring", system.checkpoints(folder)
+    curve = []
+    for step, checkpoint in checkpoints.items():
+        harness.say(f"{system.name}: validation BLEU of step {step}")
+        scored = harness.translate(system, scoring / f"step-{step}", checkpoint, "valid", 1)
+        curve.append({"step": step, "valid_bleu_tok_lc": scored["bleu_tok_lc"]})
+    best = max(curve, key=lambda point: point["valid_bleu_tok_lc"])
+    checkpoint, beam = checkpoints[best["step"]], harness.setup.beam_size
+
+    def decode(name: str, split: str, beam_size: int, penalty: str, alpha: float) -> dict:
+        harness.say(f"{system.name}: {split}, {name}")
+        search = {"length_penalty": penalty, "alpha": alpha}
+        scored = harness.translate(system, scoring / "searches", checkpoint, split, beam_size, search=search)
+        keys = ("bleu_tok_lc", "chrf", "length_ratio", "brevity_penalty", "sentences_per_s")
+        return {"search": name, "split": split, "beam_size": beam_size, **search, **{k: scored[k] for k in keys}}
+
+    tuning = [decode("tuning", "valid", beam, "wu", alpha) for alpha in options.alphas]
+    alpha = max(tuning, key=lambda row: row["bleu_tok_lc"])["alpha"]
+    searches = {  # name -> (beam, penalty, alpha)
+        "greedy": (1, "none", 0.0),
+        "best_finished, no penalty": (beam, "none", 0.0),  # the race's setting
+        "best_finished, avg": (beam, "avg", 0.0),  # OpenNMT-py 3.x's default penalty
+        "best_finished, wu tuned": (beam, "wu", alpha),
+    }
+    rows = [decode(name, split, *search) for split in ("valid", "test2016") for name, search in searches.items()]
+    return {
+        **run,
+        "curve": curve,
+        "best": best,
+        "tuning": tuning,
+        "rows": rows,
+        "machine": describe_machine(torch.device("cpu")),
+        "provenance": provenance(),
+    }

@@ -55,6 +55,7 @@ class OpenNMT(PeerSystem):
 
     name = "opennmt-py"
     version = "3.5.1"
+    length_penalties = ("none", "avg", "wu")
     architecture_notes = (
         "OpenNMT-py 3.5.1 (declares torch<2.3; run on torch 2.13.0). "
         "Encoder: encoder_type brnn, GRU, hidden_size 512 = 256 per direction, 1 layer, packed "
@@ -163,7 +164,10 @@ class OpenNMT(PeerSystem):
         beam_size: int,
         result: Path,
         attention_focus: Path | None = None,
+        length_penalty: str = "none",
+        alpha: float = 0.0,
     ) -> Command:
+        """`length_penalty` (none, avg or wu with `alpha`): the probe's ranking of hypotheses."""
         argv = [
             str(python.absolute()),
             str(PROBE),
@@ -184,6 +188,10 @@ class OpenNMT(PeerSystem):
             str(setup.decode_batch_sentences),
             "--max-length",
             str(setup.max_output_length),
+            "--length-penalty",
+            length_penalty,
+            "--alpha",
+            str(alpha),
         ]
         return Command(argv=argv, cwd=work.resolve(), env=_thread_env(setup))
 

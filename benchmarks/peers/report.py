@@ -161,3 +161,22 @@ def save_figure(figure: Figure, path: Path) -> Path:
     with atomic_path(path) as temporary:
         figure.savefig(temporary, format="png", dpi=110)
     return path
+
+
+def stopping_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """One line per system, seed and search: valid and test2016 BLEU with their length ratios."""
+    header = ["system", "seed", "search", "valid BLEU", "valid ratio", "test BLEU", "test ratio", "test BP"]
+    lines = []
+    for name, system in results["systems"].items():
+        for run in system["runs"]:
+            by_search: dict[str, dict[str, dict]] = {}
+            for row in run["rows"]:
+                by_search.setdefault(row["search"], {})[row["split"]] = row
+            for search, splits in by_search.items():
+                valid, test = splits["valid"], splits["test2016"]
+                if search.endswith("tuned"):
+                    search += f" (alpha {valid['alpha']:g})"
+                figures = [f"{valid['bleu_tok_lc']:.2f}", f"{valid['length_ratio']:.3f}", f"{test['bleu_tok_lc']:.2f}"]
+                figures += [f"{test['length_ratio']:.3f}", f"{test['brevity_penalty']:.3f}"]
+                lines.append([name, str(run["seed"]), search, *figures])
+    return header, lines

@@ -92,6 +92,9 @@ class PeerSystem(ABC):
     # Whether it trains its own recipe (its own sizes, optimizer, schedule and batches) instead of
     # the Setup's: such systems race each other, never the Setup's systems (`modes.quality`).
     own_recipe: bool = False
+    # The length penalties its search can rank hypotheses with (`translate_command`'s
+    # length_penalty; `modes.stopping` decodes with each); empty where the adapter takes none.
+    length_penalties: tuple[str, ...] = ()
 
     def environment(self) -> str:
         """The folder name of its virtual environment: one per installed package version."""
@@ -145,11 +148,13 @@ class PeerSystem(ABC):
         beam_size: int,
         result: Path,
         attention_focus: Path | None = None,
+        **search: object,
     ) -> Command:
         """Translate the tokenized `source` file with `checkpoint` (beam_size 1: greedy) into
         `output`, timing written to `result` (see the module docstring); with `attention_focus`
         (only where `measures_attention`), also the share of attention on source position 0 as
-        `tools.attention_focus` measures it, as JSON."""
+        `tools.attention_focus` measures it, as JSON. `search`: options of the system's own search
+        beyond the Setup's, where its adapter takes them (OpenNMT-py: length_penalty, alpha)."""
 
 
 def run_pip(system: str, python: Path, args: list[str]) -> None:

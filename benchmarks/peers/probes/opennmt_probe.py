@@ -4,7 +4,7 @@ Runs in OpenNMT-py's virtual environment: imports only torch, onmt, the standard
 
     opennmt_probe.py train --config train.yaml --events E --threads N --steps S --save-every K [--max-minutes M]
     opennmt_probe.py translate --model CKPT --source F --output O --result R --threads N --beam-size B
-                               --batch-size N --max-length L
+                               --batch-size N --max-length L [--length-penalty none|avg|wu --alpha A]
 
 Training goes through `onmt.bin.train.train`, OpenNMT's own entry point, with the clock started
 just before it (so vocabularies, model and data iterator are built on the clock, as for every
@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     translation.add_argument("--beam-size", type=int, required=True)
     translation.add_argument("--batch-size", type=int, required=True)
     translation.add_argument("--max-length", type=int, required=True)
+    translation.add_argument("--length-penalty", choices=("none", "avg", "wu"), default="none")
+    translation.add_argument("--alpha", type=float, default=0.0, help="wu's alpha")
     return parser
 
 
@@ -127,8 +129,10 @@ def translate(args: argparse.Namespace) -> None:
 
 def _translate_argv(args: argparse.Namespace) -> list[str]:
     """onmt_translate options: BeamSearch of beam_size (beam 1 gives greedy decoding: the same
-    output as its GreedySearch with random_sampling_topk 1, and as fast); no length penalty;
-    max_length alone caps the output (max_length_ratio 0 turns off OpenNMT's default cap of
+    output as its GreedySearch with random_sampling_topk 1, and as fast); no length penalty unless
+    asked (avg divides a hypothesis's log-probability by its length, wu by GNMT's ((5+|y|)/6)^alpha;
+    OpenNMT-py's BeamSearch ends a sentence when its best live hypothesis ends, whatever the
+    penalty); max_length alone caps the output (max_length_ratio 0 turns off OpenNMT's default cap of
     1.25 x the batch's longest source + 5)."""
     return [
         "-model", str(args.model),
@@ -139,7 +143,8 @@ def _translate_argv(args: argparse.Namespace) -> list[str]:
         "-batch_type", "sents",
         "-max_length", str(args.max_length),
         "-max_length_ratio", "0",
-        "-length_penalty", "none",
+        "-length_penalty", args.length_penalty,
+        "-alpha", str(args.alpha),
         "-n_best", "1",
         "-gpu", "-1",
     ]  # fmt: skip
