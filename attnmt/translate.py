@@ -39,7 +39,7 @@ MAX_SOURCE_TOKENS = 250
 EOS_LABEL = "</s>"
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
     print(f"attnmt: warning: {message}", file=sys.stderr)
 
 
@@ -160,7 +160,7 @@ class Translator:
         prefixes: Sequence[str | None] | None = None,
         required: Sequence[Sequence[str]] | None = None,
         first_number: int = 1,
-        say: Say = _warn,
+        say: Say = warn,
     ) -> list[Translation]:
         """One Translation per sentence, in order, searched as `options` say (default: the run's
         decode settings). Empty or blank sentences give empty translations; sources over
@@ -229,7 +229,7 @@ class Translator:
         return best
 
     def translate_sources(
-        self, sources: Sequence[str | Source], options: SearchOptions | None = None, *, first_number: int = 1, say=_warn
+        self, sources: Sequence[str | Source], options: SearchOptions | None = None, *, first_number: int = 1, say=warn
     ) -> list[Translation]:
         """`translate` of sentences given as text or as `Source`s, whose prefixes are continued and
         whose required phrases are met."""

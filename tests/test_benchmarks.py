@@ -530,3 +530,23 @@ def test_the_glossary_benchmark_writes_its_raw_result(reverse_run, tmp_path, cap
     assert glossary.main([str(tmp_path / "no-run"), "--json", str(out)]) == 2
     assert capsys.readouterr().err.startswith("benchmarks.glossary: error: "), "one line, no traceback"
     assert out.read_text() == written, "nothing written over the earlier result"
+
+
+def test_the_documents_benchmark_groups_consecutive_sentences_and_scores_three_ways(reverse_run, tmp_path, capsys):
+    from benchmarks import documents
+
+    groups = documents.paragraphs(23, seed=4)
+    assert [i for group in groups for i in group] == list(range(23)), "every sentence once, in order"
+    low, high = documents.SIZES
+    assert all(low <= len(group) <= high for group in groups[:-1]) and 1 <= len(groups[-1]) <= high
+    out = tmp_path / "documents.json"
+    assert documents.main([str(reverse_run), "--beam", "2", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["ways"]) == {"document", "line", "sentences"} and result["test_sentences"] == 100
+    # the reverse task's sentences end in no punctuation: the splitter finds one sentence a paragraph,
+    # so the document mode reads each paragraph as the line mode does
+    assert result["sentences_found"] == result["paragraphs"] and result["sources_ending_in_punctuation"] == 0
+    assert result["ways"]["document"] == result["ways"]["line"]
+    assert result["command"].startswith("python -m benchmarks.documents") and "paragraphs" in capsys.readouterr().out
+    assert documents.main([str(tmp_path / "no-run"), "--json", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("benchmarks.documents: error: ")

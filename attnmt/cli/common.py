@@ -39,6 +39,7 @@ FLAGS = {
     "ensemble_attention": "--ensemble-attention",
     "data_dir": "--data-dir",
     "glossary": "--glossary",
+    "document": "--document",
     "overrides": "--set",
     "output": "--output",
     "ref": "--ref",

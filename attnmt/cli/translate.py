@@ -34,6 +34,11 @@ def add_parser(commands) -> None:
     parser.add_argument("--input", metavar="FILE", help="one sentence per line ('-': stdin)")
     parser.add_argument("--output", metavar="FILE", help="write translations here (default: stdout)")
     parser.add_argument(
+        "--document",
+        action="store_true",
+        help="each line is a paragraph: cut into sentences, translated, and put back with its spacing",
+    )
+    parser.add_argument(
         "--prefix",
         action="append",
         default=[],
@@ -110,6 +115,24 @@ def _check_steering(args: argparse.Namespace) -> None:
         raise UserError(f"{counts}: give one each", field="prefix")
     if (args.prefix_column or args.require_column) and args.sentences:
         raise UserError("a column option reads --input lines; for SENTENCE arguments use --prefix or --require")
+    if args.document:
+        per_sentence = {
+            "--prefix": args.prefix,
+            "--prefix-column": args.prefix_column,
+            "--require": args.require,
+            "--require-column": args.require_column,
+            "--alignment": args.alignment,
+            "--attention": args.attention,
+            "--glossary-report": args.glossary_report,
+            "--n-best": args.n_best not in (None, 1),
+        }
+        given = [name for name, value in per_sentence.items() if value]
+        if given:
+            raise UserError(
+                f"{given[0]} is given per sentence, and --document writes one line per paragraph: "
+                "translate sentence lines for it",
+                field="document",
+            )
 
 
 def _sources(lines: Iterable[str], args: argparse.Namespace, glossary=None) -> Iterator:
@@ -165,7 +188,11 @@ def run(args: argparse.Namespace, console: Console) -> None:
             min_length=args.min_length,
         )
         out = stack.enter_context(output_stream(args.output))
-        if not args.sentences and args.input is None and sys.stdin.isatty():  # typed lines, answered at once
+        interactive = not args.sentences and args.input is None and sys.stdin.isatty()
+        if args.document:
+            _translate_documents(args, translator, spec, options, glossary, out, interactive)
+            return
+        if interactive:  # typed lines, answered at once
             typed = (list(_sources(line, args, glossary)) for line in prompt_lines())
             chunks = (translator.translate_sources(line, options) for line in typed)
         else:
@@ -183,6 +210,31 @@ def run(args: argparse.Namespace, console: Console) -> None:
         chunks = (report.seen(translations) for translations in chunks)
         _write_translations(chunks, out, progress, n_best=n_best, attention=args.attention, aligned=aligned)
         report.summary()
+
+
+def _translate_documents(args, translator, spec, options, glossary, out: TextIO, interactive: bool) -> None:
+    """--document: every line a paragraph (`attnmt.documents`), its sentences translated as
+    sentence lines are (windows, workers, the glossary), each paragraph written when complete."""
+    from attnmt.documents import Documents
+    from attnmt.stream import StreamProgress, translate_windows
+    from attnmt.textfiles import prompt_lines, stream_lines
+    from attnmt.translate import MAX_SOURCE_TOKENS, warn
+
+    def count_tokens(text: str) -> int:
+        return len(translator.codec.source_tokens(text))
+
+    documents = Documents(translator.config.data.src_lang, count_tokens, MAX_SOURCE_TOKENS, warn)
+    if interactive:
+        typed = (list(_sources(documents.sentences(line), args, glossary)) for line in prompt_lines())
+        chunks = (translator.translate_sources(sentences, options) for sentences in typed)
+    else:
+        sentences = _sources(documents.sentences(args.sentences or stream_lines(args.input)), args, glossary)
+        chunks = translate_windows(sentences, options, translator=translator, spec=spec, workers=args.workers)
+    with contextlib.closing(StreamProgress(None)) as progress:
+        for paragraph, translations in documents.joined(chunks):
+            out.write(paragraph.join([translation.text for translation in translations]) + "\n")
+            out.flush()
+            progress.update(translations)
 
 
 def _glossary(args: argparse.Namespace, translator):

@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import logging
 from importlib import resources
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from attnmt.documents import Documents
 from attnmt.glossary import Glossary, glossary_of, required_phrases
 from attnmt.serve.batcher import QueueFull
 from attnmt.serve.catalog import sentence_json
@@ -29,6 +31,7 @@ from attnmt.serve.schemas import (
     ExplainResponse,
     HealthResponse,
     ModelsResponse,
+    ParagraphTranslation,
     RequestRefused,
     ScoreRequest,
     ScoreResponse,
@@ -37,13 +40,14 @@ from attnmt.serve.schemas import (
     check_limits,
 )
 from attnmt.serve.state import Server
-from attnmt.translate import Source, scored_record
+from attnmt.translate import MAX_SOURCE_TOKENS, Source, scored_record
 from attnmt.utils import UserError
 
 STATIC = resources.files("attnmt.serve") / "static"
 ERRORS = {status: {"model": ErrorBody} for status in (404, 413, 422, 503)}
 
 router = APIRouter()
+LOG = logging.getLogger("attnmt.serve")
 
 
 @router.get("/", include_in_schema=False)
@@ -73,7 +77,10 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
     run = state.addressed(request)
     options = state.search_options(run, request, request.n_best)
     glossary = _glossary(request, run)
-    sources = _sources(request, glossary)
+    documents, texts = None, request.sentences
+    if request.document:
+        documents, texts = _documents(request, run, state.limits.max_document_sentences)
+    sources = _sources(texts, request, glossary)
     if request.prefixes is not None:  # checked alone: a bad one must not fail the batch it would join
         run.translator.check_prefixes(request.sentences, request.prefixes, options, first_number=0)
     if request.constraints is not None:
@@ -92,7 +99,32 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
             answer["unmet_constraints"] = translation.missing
         if glossary is not None:
             answer["glossary"] = glossary.applied(translation.source, translation.missing).record()
-    return TranslateResponse(model=run.name, beam_size=options.beam_size, translations=answers)
+    response = TranslateResponse(model=run.name, beam_size=options.beam_size, translations=answers)
+    if documents is not None:
+        joined = documents.joined([translations])
+        response.paragraphs = [
+            ParagraphTranslation(text=paragraph.join([t.text for t in done]), sentences=len(done))
+            for paragraph, done in joined
+        ]
+    return response
+
+
+def _documents(request: TranslateRequest, run, most: int) -> tuple[Documents, list[str]]:
+    """The request's paragraphs cut into sentences (`attnmt.documents`), at most `most` of them;
+    a sentence over the model's limit is cut into parts, which the server's log tells."""
+
+    def count_tokens(text: str) -> int:
+        return len(run.translator.codec.source_tokens(text))
+
+    documents = Documents(run.translator.config.data.src_lang, count_tokens, MAX_SOURCE_TOKENS, LOG.warning)
+    sentences = list(documents.sentences(request.sentences))
+    if len(sentences) > most:
+        raise RequestRefused(
+            f"the paragraphs hold {len(sentences)} sentences; at most {most} (max_document_sentences)",
+            field="sentences",
+            limit=most,
+        )
+    return documents, sentences
 
 
 def _glossary(request: TranslateRequest, run) -> Glossary | None:
@@ -109,14 +141,14 @@ def _glossary(request: TranslateRequest, run) -> Glossary | None:
     return glossary_of(entries, data.src_lang, data.lowercase, run.translator.codec.encode_target)
 
 
-def _sources(request: TranslateRequest, glossary: Glossary | None) -> list:
-    """The request's sentences, each with its prefix and constraints when it has them, and the
-    targets of the glossary's terms found in it."""
-    prefixes = request.prefixes or [""] * len(request.sentences)
-    required = request.constraints or [[] for _ in request.sentences]
+def _sources(texts: list[str], request: TranslateRequest, glossary: Glossary | None) -> list:
+    """The sentences to translate (the request's, or its document's), each with its prefix and
+    constraints when it has them, and the targets of the glossary's terms found in it."""
+    prefixes = request.prefixes or [""] * len(texts)
+    required = request.constraints or [[] for _ in texts]
     return [
         Source(text, prefix=prefix, required=required_phrases(text, phrases, glossary))
-        for text, prefix, phrases in zip(request.sentences, prefixes, required, strict=True)
+        for text, prefix, phrases in zip(texts, prefixes, required, strict=True)
     ]
 
 

@@ -20,6 +20,8 @@ class Limits:
 
     max_sentences: int = 64  # sentences per /v1/translate request
     max_chars: int = 1000  # characters per sentence
+    max_document_chars: int = 20000  # characters per paragraph of a `document` request
+    max_document_sentences: int = 256  # sentences a `document` request's paragraphs are cut into
     max_beam: int = 16  # beam size (and so n-best)
     max_length: int = 512  # output tokens per sentence, EOS included
     max_body_bytes: int = 1 << 20  # request body
@@ -96,6 +98,11 @@ class TranslateRequest(_Request):
     )
     n_best: int = Field(1, ge=1, description="hypotheses per sentence, best first (at most beam_size)")
     return_attention: bool = Field(False, description="add each hypothesis's (target x source) attention")
+    document: bool = Field(
+        False,
+        description="each of `sentences` is a paragraph: cut into sentences, which `translations` hold in "
+        "order, and put back together in `paragraphs` with the paragraph's spacing (no prefixes or constraints)",
+    )
 
 
 class ScoreRequest(_Addressed):
@@ -126,8 +133,11 @@ def check_limits(request: TranslateRequest | ExplainRequest | ScoreRequest, limi
                 limit=limits.max_sentences,
             )
         named = [(f"sentences[{i}]", sentence) for i, sentence in enumerate(request.sentences)]
+        if isinstance(request, TranslateRequest) and request.document:
+            _check_texts(named, limits.max_document_chars, "max_document_chars")
+            named = _document_steering(request)
         named += _targets(request) if isinstance(request, ScoreRequest) else _steering(request)
-    _check_texts(named, limits)
+    _check_texts(named, limits.max_chars, "max_chars")
     if isinstance(request, ScoreRequest):
         return
     if request.beam_size is not None and request.beam_size > limits.max_beam:
@@ -163,13 +173,21 @@ def _steering(request: TranslateRequest) -> list[tuple[str, str]]:
     return named
 
 
-def _check_texts(named: list[tuple[str, str]], limits: Limits) -> None:
-    """Each (field, text): within the character limit, and text a tokenizer can read."""
+def _document_steering(request: TranslateRequest) -> list:
+    """A document's paragraphs are cut into sentences the client does not see: nothing can be
+    given per sentence."""
+    for field in ("prefixes", "constraints"):
+        if getattr(request, field) is not None:
+            raise RequestRefused(f"{field} are given per sentence; a document is cut into sentences", field=field)
+    return []
+
+
+def _check_texts(named: list[tuple[str, str]], most: int, limit: str) -> None:
+    """Each (field, text): within `most` characters (the Limits field `limit`), and text a
+    tokenizer can read."""
     for field, text in named:
-        if len(text) > limits.max_chars:
-            raise RequestRefused(
-                f"at most {limits.max_chars} characters, got {len(text)}", field=field, limit=limits.max_chars
-            )
+        if len(text) > most:
+            raise RequestRefused(f"at most {most} characters ({limit}), got {len(text)}", field=field, limit=most)
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:  # JSON can spell lone surrogates ("\ud800"); no tokenizer can read them
@@ -210,10 +228,16 @@ class SentenceTranslation(_Response):
     glossary: GlossaryOutcome | None = Field(None, description="with a glossary: the terms found in the sentence")
 
 
+class ParagraphTranslation(_Response):
+    text: str = Field(description="the paragraph's translation: its sentences' best translations, its own spacing")
+    sentences: int = Field(description="how many of `translations`, the next in order, are this paragraph's")
+
+
 class TranslateResponse(_Response):
     model: str
     beam_size: int
     translations: list[SentenceTranslation]
+    paragraphs: list[ParagraphTranslation] | None = Field(None, description="with `document`: one per paragraph")
 
 
 class ScoredTranslation(_Response):
