@@ -18,6 +18,7 @@ from attnmt.utils import UserError
 SERVE_LIMITS = {
     "--max-sentences": ("max_sentences", int, "N", "sentences per request"),
     "--max-chars": ("max_chars", int, "N", "characters per sentence"),
+    "--max-document-chars": ("max_document_chars", int, "N", "characters per paragraph of a document request"),
     "--max-beam": ("max_beam", int, "K", "beam size a request may ask for"),
     "--timeout": ("timeout_s", float, "S", "seconds a request may wait for its answer"),
     "--max-queue": ("max_queue", int, "N", "requests waiting to be decoded; beyond, 503"),
@@ -58,6 +59,7 @@ def _limits(args: argparse.Namespace) -> Limits:
         return Limits(
             max_sentences=args.max_sentences,
             max_chars=args.max_chars,
+            max_document_chars=args.max_document_chars,
             max_beam=args.max_beam,
             timeout_s=args.timeout_s,
             max_queue=args.max_queue,
