@@ -31,6 +31,8 @@ one line each (`tests/test_tools.py` holds it to the files present):
 - `steering`: required terms drawn from the references, and prefixes, on a run's test split.
 - `glossary`: a glossary built from a run's training pairs, on its test split: term accuracy, BLEU
   and time with and without it (quality first).
+- `markup`: tags on test source spans carried to the translation, against a statistical
+  aligner's placement (quality, not timing; needs eflomal).
 - `documents`: paragraphs built from a run's test split, translated in document mode, as one
   line each, and sentence by sentence (quality, not timing).
 - `stopping`: each search's stopping rule and length penalty on the same weights: output length,

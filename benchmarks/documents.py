@@ -23,7 +23,6 @@ Quality only: nothing is timed, and it may run beside other work.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 from pathlib import Path
@@ -35,7 +34,7 @@ from attnmt.metrics import bleu, chrf, tokenized_bleu
 from attnmt.tokenize import WordTokenizer
 from attnmt.translate import MAX_SOURCE_TOKENS
 from attnmt.utils import UserError
-from benchmarks.measure import describe_machine, positive_int, write_results
+from benchmarks.measure import describe_machine, measured, run_parser, write_results
 
 SIZES = (2, 5)  # sentences per paragraph, both ends included
 DEFAULT_JSON = Path("benchmarks/results/documents.json")
@@ -104,17 +103,11 @@ def measure(run_dir: str, beam: int, seed: int, data_dir: str | None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.documents", description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", metavar="RUN_DIR")
-    parser.add_argument("--beam", type=positive_int, default=5)
+    parser = run_parser("benchmarks.documents", __doc__, DEFAULT_JSON)
     parser.add_argument("--seed", type=int, default=0, help="of the paragraph sizes")
-    parser.add_argument("--data-dir", metavar="DIR", help="where the run's corpus is (default: as it was trained)")
-    parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = parser.parse_args(argv)
-    try:
-        results = measure(args.run_dir, args.beam, args.seed, args.data_dir)
-    except UserError as error:
-        print(f"benchmarks.documents: error: {error}", file=sys.stderr)
+    results = measured("benchmarks.documents", measure, args.run_dir, args.beam, args.seed, args.data_dir)
+    if results is None:
         return 2
     print(
         f"{results['paragraphs']} paragraphs of {results['test_sentences']} sentences; the splitter found "

@@ -21,7 +21,6 @@ run alone for the times to mean anything).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections import Counter
@@ -32,8 +31,7 @@ from attnmt.glossary import Glossary, glossary_of
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, tokenized_bleu
 from attnmt.tokenize import WordTokenizer
-from attnmt.utils import UserError
-from benchmarks.measure import describe_machine, positive_int, write_results
+from benchmarks.measure import describe_machine, measured, positive_int, run_parser, write_results
 
 MIN_PAIRS, MIN_DICE, FUNCTION_WORDS = 20, 0.5, 100
 DEFAULT_JSON = Path("benchmarks/results/glossary.json")
@@ -126,17 +124,11 @@ def measure(run_dir: str, terms: int, beam: int, data_dir: str | None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.glossary", description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser = run_parser("benchmarks.glossary", __doc__, DEFAULT_JSON)
     parser.add_argument("--terms", type=positive_int, default=300, help="glossary size (default 300)")
-    parser.add_argument("--beam", type=positive_int, default=5)
-    parser.add_argument("--data-dir", metavar="DIR", help="where the run's corpus is (default: as it was trained)")
-    parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = parser.parse_args(argv)
-    try:
-        results = measure(args.run_dir, args.terms, args.beam, args.data_dir)
-    except UserError as error:  # a run or corpus that is not there, a glossary the model cannot write
-        print(f"benchmarks.glossary: error: {error}", file=sys.stderr)
+    results = measured("benchmarks.glossary", measure, args.run_dir, args.terms, args.beam, args.data_dir)
+    if results is None:  # a run or corpus that is not there, a glossary the model cannot write
         return 2
     for name, search in results["searches"].items():
         terms = search["terms"]

@@ -10,6 +10,7 @@ GPU it is torch.cuda.max_memory_allocated (tensors only, not the caching allocat
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import gc
 import json
@@ -158,3 +159,26 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
     return value
+
+
+def run_parser(program: str, doc: str, default_json: Path, beam: int = 5) -> argparse.ArgumentParser:
+    """The command line of a benchmark that measures one trained run: RUN_DIR, --beam, --data-dir
+    and --json (default `default_json`); the benchmark adds its own options."""
+    parser = argparse.ArgumentParser(prog=f"python -m {program}", description=doc.split("\n\n")[0])
+    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("--beam", type=positive_int, default=beam)
+    parser.add_argument("--data-dir", metavar="DIR", help="where the run's corpus is (default: as it was trained)")
+    parser.add_argument("--json", type=Path, default=default_json)
+    return parser
+
+
+def measured(program: str, measure, *arguments):
+    """`measure(*arguments)`, or None once a UserError (a run or corpus that is not there, an input
+    the model cannot take) is said in one line on stderr."""
+    from attnmt.utils import UserError
+
+    try:
+        return measure(*arguments)
+    except UserError as error:
+        print(f"{program}: error: {error}", file=sys.stderr)
+        return None

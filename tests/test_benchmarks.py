@@ -550,3 +550,19 @@ def test_the_documents_benchmark_groups_consecutive_sentences_and_scores_three_w
     assert result["command"].startswith("python -m benchmarks.documents") and "paragraphs" in capsys.readouterr().out
     assert documents.main([str(tmp_path / "no-run"), "--json", str(out)]) == 2
     assert capsys.readouterr().err.startswith("benchmarks.documents: error: ")
+
+
+def test_the_markup_benchmark_tags_consistent_spans_and_scores_where_the_tag_landed():
+    from benchmarks import markup
+
+    assert markup.aligner_words("A dog, (running) .") == "a dog running ."
+    # source words 0-1 -> target 1-2; source 2 -> target 0
+    links = {(0, 1), (1, 2), (2, 0)}
+    spans = markup.consistent_spans(links, 3)
+    assert (0, 1, 1, 2) in spans and (2, 2, 0, 0) in spans and (0, 0, 1, 1) in spans
+    crossing = {(0, 0), (1, 2), (2, 1)}
+    assert (0, 1, 0, 2) not in markup.consistent_spans(crossing, 3), "target word 1 links outside the span"
+    assert markup.wrap("a b c d", 1, 2) == "a <b>b c</b> d"
+    assert markup.tag_span("x <b>y z</b> w") == (1, 2) and markup.tag_span("x <b></b>y") is None
+    assert markup.span_f1((1, 2), (1, 2)) == 1.0 and markup.span_f1((0, 1), (1, 2)) == 0.5
+    assert markup.span_f1(None, (1, 1)) == 0.0

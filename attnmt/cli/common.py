@@ -40,6 +40,7 @@ FLAGS = {
     "data_dir": "--data-dir",
     "glossary": "--glossary",
     "document": "--document",
+    "markup": "--markup",
     "overrides": "--set",
     "output": "--output",
     "ref": "--ref",

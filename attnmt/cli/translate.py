@@ -31,13 +31,7 @@ def add_parser(commands) -> None:
     add_model_arguments(parser)
     add_fast_arguments(parser)
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE", help="sentences to translate")
-    parser.add_argument("--input", metavar="FILE", help="one sentence per line ('-': stdin)")
-    parser.add_argument("--output", metavar="FILE", help="write translations here (default: stdout)")
-    parser.add_argument(
-        "--document",
-        action="store_true",
-        help="each line is a paragraph: cut into sentences, translated, and put back with its spacing",
-    )
+    _add_input_arguments(parser)
     parser.add_argument(
         "--prefix",
         action="append",
@@ -106,6 +100,29 @@ def add_parser(commands) -> None:
     parser.set_defaults(run=run)
 
 
+def _refuse(options: dict, problem: str, field: str) -> None:
+    """A UserError naming the first of `options` that was given (a true value): `problem` with it."""
+    given = [name for name, value in options.items() if value]
+    if given:
+        raise UserError(f"{given[0]} {problem}", field=field)
+
+
+def _add_input_arguments(parser) -> None:
+    """What the lines are and where the translations go."""
+    parser.add_argument("--input", metavar="FILE", help="one sentence per line ('-': stdin)")
+    parser.add_argument("--output", metavar="FILE", help="write translations here (default: stdout)")
+    parser.add_argument(
+        "--markup",
+        choices=["html"],
+        help="lines hold inline tags (<b>, <a href=...>): taken out, put back around the aligned target words",
+    )
+    parser.add_argument(
+        "--document",
+        action="store_true",
+        help="each line is a paragraph: cut into sentences, translated, and put back with its spacing",
+    )
+
+
 def _check_steering(args: argparse.Namespace) -> None:
     """Refuse prefixes and required phrases that do not fit the sentences given."""
     if args.prefix and not args.sentences:
@@ -115,24 +132,21 @@ def _check_steering(args: argparse.Namespace) -> None:
         raise UserError(f"{counts}: give one each", field="prefix")
     if (args.prefix_column or args.require_column) and args.sentences:
         raise UserError("a column option reads --input lines; for SENTENCE arguments use --prefix or --require")
+    per_sentence = {
+        "--prefix": args.prefix,
+        "--prefix-column": args.prefix_column,
+        "--alignment": args.alignment,
+        "--attention": args.attention,
+        "--n-best": args.n_best not in (None, 1),
+    }
+    if args.markup:
+        _refuse({"--document": args.document, **per_sentence}, "cannot be combined with --markup: it writes one "
+                "tagged line per line", "markup")  # fmt: skip
     if args.document:
-        per_sentence = {
-            "--prefix": args.prefix,
-            "--prefix-column": args.prefix_column,
-            "--require": args.require,
-            "--require-column": args.require_column,
-            "--alignment": args.alignment,
-            "--attention": args.attention,
-            "--glossary-report": args.glossary_report,
-            "--n-best": args.n_best not in (None, 1),
-        }
-        given = [name for name, value in per_sentence.items() if value]
-        if given:
-            raise UserError(
-                f"{given[0]} is given per sentence, and --document writes one line per paragraph: "
-                "translate sentence lines for it",
-                field="document",
-            )
+        with_document = {**per_sentence, "--require": args.require, "--require-column": args.require_column}
+        with_document["--glossary-report"] = args.glossary_report
+        _refuse(with_document, "is given per sentence, and --document writes one line per paragraph: translate "
+                "sentence lines for it", "document")  # fmt: skip
 
 
 def _sources(lines: Iterable[str], args: argparse.Namespace, glossary=None) -> Iterator:
@@ -165,7 +179,7 @@ def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.glossary import required_phrases
     from attnmt.loading import load  # torch: not loaded to build the parser
     from attnmt.stream import StreamProgress, translate_windows
-    from attnmt.textfiles import count_lines, prompt_lines, stream_lines
+    from attnmt.textfiles import count_lines, prompt_lines
     from attnmt.translate import Source
 
     if args.workers < 1:
@@ -189,18 +203,21 @@ def run(args: argparse.Namespace, console: Console) -> None:
         )
         out = stack.enter_context(output_stream(args.output))
         interactive = not args.sentences and args.input is None and sys.stdin.isatty()
+        tags = _markup(args, translator, interactive)
         if args.document:
             _translate_documents(args, translator, spec, options, glossary, out, interactive)
             return
         if interactive:  # typed lines, answered at once
-            typed = (list(_sources(line, args, glossary)) for line in prompt_lines())
+            typed = (
+                list(_sources(line if tags is None else tags.texts(line), args, glossary)) for line in prompt_lines()
+            )
             chunks = (translator.translate_sources(line, options) for line in typed)
         else:
             if args.prefix:
                 pairs = zip(args.sentences, args.prefix, strict=True)
                 lines = [Source(s, prefix, required_phrases(s, args.require, glossary)) for s, prefix in pairs]
             else:
-                lines = _sources(args.sentences or stream_lines(args.input), args, glossary)
+                lines = _sources(_texts(args, translator, tags), args, glossary)
             chunks = translate_windows(lines, options, translator=translator, spec=spec, workers=args.workers)
         total = count_lines(args.input) if args.input not in (None, "-") and not args.sentences else None
         progress = stack.enter_context(contextlib.closing(StreamProgress(total)))
@@ -208,8 +225,37 @@ def run(args: argparse.Namespace, console: Console) -> None:
         report_out = stack.enter_context(output_stream(args.glossary_report, "--glossary-report"))
         report = _GlossaryReport(glossary, report_out if args.glossary_report else None)
         chunks = (report.seen(translations) for translations in chunks)
+        if tags is not None:
+            chunks = (tags.put_back(translations) for translations in chunks)
         _write_translations(chunks, out, progress, n_best=n_best, attention=args.attention, aligned=aligned)
         report.summary()
+
+
+def _markup(args: argparse.Namespace, translator, interactive: bool):
+    """With --markup, the `MarkupLines` that takes the tags out and puts them back; a file's lines
+    are all checked first, so a line that is not well-formed stops the run before anything is
+    written (standard input is checked as it is read)."""
+    if not args.markup:
+        return None
+    from attnmt.markup import MarkupLines, read_line
+    from attnmt.textfiles import stream_lines
+
+    where = "argument" if args.sentences else "<stdin>" if args.input in (None, "-") else args.input
+    if args.sentences:
+        for number, sentence in enumerate(args.sentences, start=1):
+            read_line(sentence, f"{where} {number}")
+    elif not interactive and args.input not in (None, "-"):
+        for number, line in enumerate(stream_lines(args.input), start=1):
+            read_line(line, f"{where}:{number}")
+    return MarkupLines(translator.codec, translator.config.data.lowercase, where)
+
+
+def _texts(args: argparse.Namespace, translator, tags):
+    """The lines to translate: the arguments or the input's lines, without their tags with --markup."""
+    from attnmt.textfiles import stream_lines
+
+    lines = args.sentences or stream_lines(args.input)
+    return lines if tags is None else tags.texts(lines)
 
 
 def _translate_documents(args, translator, spec, options, glossary, out: TextIO, interactive: bool) -> None:

@@ -21,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from attnmt.documents import Documents
 from attnmt.glossary import Glossary, glossary_of, required_phrases
+from attnmt.markup import Marked, MarkupError, read_markup, tagged
 from attnmt.serve.batcher import QueueFull
 from attnmt.serve.catalog import sentence_json
 from attnmt.serve.schemas import (
@@ -77,9 +78,12 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
     run = state.addressed(request)
     options = state.search_options(run, request, request.n_best)
     glossary = _glossary(request, run)
-    documents, texts = None, request.sentences
+    documents, texts, marked = None, request.sentences, None
     if request.document:
         documents, texts = _documents(request, run, state.limits.max_document_sentences)
+    if request.markup is not None:
+        marked = _marked(request)
+        texts = [sentence.text for sentence in marked]
     sources = _sources(texts, request, glossary)
     if request.prefixes is not None:  # checked alone: a bad one must not fail the batch it would join
         run.translator.check_prefixes(request.sentences, request.prefixes, options, first_number=0)
@@ -99,6 +103,11 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
             answer["unmet_constraints"] = translation.missing
         if glossary is not None:
             answer["glossary"] = glossary.applied(translation.source, translation.missing).record()
+    if marked is not None:
+        codec, lowercase = run.translator.codec, run.translator.config.data.lowercase
+        surfaces = codec.src_tokenizer.surface, codec.tgt_tokenizer.surface
+        for answer, translation, sentence in zip(answers, translations, marked, strict=True):
+            answer["markup"] = tagged(sentence, translation, *surfaces, lowercase)
     response = TranslateResponse(model=run.name, beam_size=options.beam_size, translations=answers)
     if documents is not None:
         joined = documents.joined([translations])
@@ -107,6 +116,19 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
             for paragraph, done in joined
         ]
     return response
+
+
+def _marked(request: TranslateRequest) -> list[Marked]:
+    """Each sentence's text and tags; markup that is not well-formed is a 422 naming the sentence."""
+    if request.prefixes is not None:
+        raise RequestRefused("prefixes cannot be combined with markup", field="prefixes")
+    marked = []
+    for index, sentence in enumerate(request.sentences):
+        try:
+            marked.append(read_markup(sentence))
+        except MarkupError as error:
+            raise RequestRefused(error.problem, field=f"sentences[{index}]") from None
+    return marked
 
 
 def _documents(request: TranslateRequest, run, most: int) -> tuple[Documents, list[str]]:

@@ -8,6 +8,7 @@ which the server's operator may change, are checked against `Limits` by `check_l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -98,6 +99,11 @@ class TranslateRequest(_Request):
     )
     n_best: int = Field(1, ge=1, description="hypotheses per sentence, best first (at most beam_size)")
     return_attention: bool = Field(False, description="add each hypothesis's (target x source) attention")
+    markup: Literal["html"] | None = Field(
+        None,
+        description="the sentences hold inline tags: taken out before translation, put back in each sentence's "
+        "`markup` around the target words aligned to those they enclosed (not with prefixes or a document)",
+    )
     document: bool = Field(
         False,
         description="each of `sentences` is a paragraph: cut into sentences, which `translations` hold in "
@@ -176,6 +182,8 @@ def _steering(request: TranslateRequest) -> list[tuple[str, str]]:
 def _document_steering(request: TranslateRequest) -> list:
     """A document's paragraphs are cut into sentences the client does not see: nothing can be
     given per sentence."""
+    if request.markup is not None:
+        raise RequestRefused("markup goes with sentences, not with a document", field="markup")
     for field in ("prefixes", "constraints"):
         if getattr(request, field) is not None:
             raise RequestRefused(f"{field} are given per sentence; a document is cut into sentences", field=field)
@@ -226,6 +234,7 @@ class SentenceTranslation(_Response):
         None, description="with constraints: those the best translation lacks, its length limit having left no room"
     )
     glossary: GlossaryOutcome | None = Field(None, description="with a glossary: the terms found in the sentence")
+    markup: str | None = Field(None, description="with markup: the best translation with the sentence's tags put back")
 
 
 class ParagraphTranslation(_Response):
