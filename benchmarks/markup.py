@@ -113,7 +113,7 @@ def measure(run_dir: str, beam: int, seed: int, data_dir: str | None) -> dict:
     train, test = split_examples(data, "train"), split_examples(data, "test")
     if any(len(example.refs) != 1 for example in test):
         raise UserError(f"{run_dir}: its test split has several references a sentence; the benchmark needs one")
-    train_sources, train_targets = [e.src for e in train], [e.refs[0] for e in train]
+    train_sources, train_targets = [source for source, _ in train], [target for _, target in train]
     sources, references = [e.src for e in test], [e.refs[0] for e in test]
     reference_links = intersected_links(train_sources + sources, train_targets + references)[len(train) :]
     rng = random.Random(seed)
