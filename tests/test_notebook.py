@@ -12,8 +12,10 @@ leaves it out.
 import ast
 import importlib.util
 import itertools
+import json
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +26,7 @@ import pytest
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOK = NOTEBOOKS / "attention_seq2seq.ipynb"
 EXPERIMENTS_PAGE = NOTEBOOKS.parent / "docs" / "experiments.md"
+PACKAGED_STUDY = NOTEBOOKS.parent / "attnmt" / "resources" / "notebook-questions.json"
 SHARED_DATA = Path(os.environ.get("ATTNMT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 # (section title, its questions), in the order of the notebook's outline.
@@ -95,25 +98,48 @@ def test_sections_and_questions_are_in_order():
     assert [q for item in headings if item[0] == "question" for q in item[1:]] == list(range(1, 35))
 
 
-def test_every_section_ends_with_exercises_whose_answers_are_checked():
-    """Sections 1-11 each close with an "### Exercises" cell and then answer cells: code that
-    asserts the expected result (so executing the notebook checks it), tagged `answer` and
-    collapsed in JupyterLab, code and printed answer both, until the learner opens it."""
+ANSWERS_HEADING = "## Answers to the exercises"
+EXERCISES_ANCHOR = re.compile(r'<a id="exercises-(\d+)"></a>')
+ANSWERS_ANCHOR = re.compile(r'<a id="answers-(\d+)"></a>')
+
+
+def test_every_section_ends_with_exercises_whose_answers_are_in_the_appendix():
+    """Sections 1-11 each close with an "### Exercises" cell that links to its answers; the
+    answers are in an appendix after the conclusion (so a static render does not show them under
+    the question), each section's under its own anchor: code that asserts what the exercise asks
+    for (so executing the notebook checks it), tagged `answer` and collapsed in JupyterLab, code
+    and printed answer both. At least two answers retrain a changed model."""
     cells = read_notebook().cells
     section_starts = [i for i, cell in enumerate(cells) if SECTION_HEADING.match(cell.source.split("\n")[0])]
-    assert len(section_starts) == len(SECTIONS)
+    appendix = next(i for i, cell in enumerate(cells) if cell.source.startswith(ANSWERS_HEADING))
+    assert len(section_starts) == len(SECTIONS) and appendix > section_starts[-1], "the appendix after the conclusion"
+    assert not any("answer" in cell.metadata.get("tags", []) for cell in cells[:appendix]), "no answer above it"
     for number, (start, end) in enumerate(itertools.pairwise(section_starts), 1):
-        section = cells[start:end]
-        exercises = [i for i, cell in enumerate(section) if cell.source.startswith("### Exercises")]
+        exercises = [cell for cell in cells[start:end] if cell.source.startswith("### Exercises")]
         assert len(exercises) == 1, f"section {number}: one Exercises cell"
-        answers = section[exercises[0] + 1 :]
-        assert answers, f"section {number}: its exercises need answer cells"
-        for cell in answers:
+        assert EXERCISES_ANCHOR.findall(exercises[0].source) == [str(number)], f"section {number}: its anchor"
+        assert f"](#answers-{number})" in exercises[0].source, f"section {number}: a link to its answers"
+    answers: dict[int, list] = {}
+    current = None
+    for cell in cells[appendix + 1 :]:
+        if cell.cell_type == "markdown":
+            anchors = ANSWERS_ANCHOR.findall(cell.source)
+            current = int(anchors[0]) if anchors else None
+            assert current is None or f"](#exercises-{current})" in cell.source, "a link back to the exercises"
+        elif "answer" in cell.metadata.get("tags", []):
+            assert current is not None, "an answer cell under a section's answers heading"
+            answers.setdefault(current, []).append(cell)
+    assert sorted(answers) == list(range(1, len(SECTIONS))), "every section's answers, in order"
+    retrained = 0
+    for number, section_answers in answers.items():
+        for cell in section_answers:
             assert cell.cell_type == "code" and cell.metadata.get("tags") == ["answer"], f"section {number}"
             hidden = cell.metadata.get("jupyter", {})
             assert hidden.get("source_hidden") is True, f"section {number}: its code collapsed"
             assert hidden.get("outputs_hidden") is True, f"section {number}: its printed answer collapsed too"
             assert any(isinstance(node, ast.Assert) for node in ast.walk(ast.parse(cell.source))), f"section {number}"
+            retrained += "short_run(" in cell.source or ".backward()" in cell.source
+    assert retrained >= 2, "at least two exercises change the model and retrain it"
 
 
 def test_every_question_has_prose_and_code():
@@ -232,27 +258,73 @@ def test_committed_with_its_outputs():
     assert NOTEBOOK.stat().st_size < 2_000_000
 
 
+def installed_from_wheel(folder: Path) -> Path:
+    """A fresh virtual environment in `folder`, outside the checkout, with attnmt installed from a
+    wheel built from the checkout; its python. The other packages come from the test's own
+    environment, by a path line (which Python reads without that environment's editable attnmt),
+    so nothing is downloaded. That the wheel's dependencies resolve is not what this checks."""
+    import sysconfig
+    import venv
+
+    root = NOTEBOOKS.parent
+    wheels = folder / "wheels"
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), "."]
+    subprocess.run(build, cwd=root, check=True)
+    (wheel,) = wheels.glob("attnmt-*.whl")
+    environment = folder / "venv"
+    venv.create(environment, with_pip=False)
+    python = environment / "bin" / "python"
+    query = "import json, sysconfig; print(json.dumps(sysconfig.get_paths()['purelib']))"
+    site = Path(json.loads(subprocess.run([python, "-c", query], capture_output=True, text=True, check=True).stdout))
+    install = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-index",
+        "-q",
+        "--target",
+        str(site),
+        str(wheel),
+    ]
+    subprocess.run(install, check=True)
+    (site / "test-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    return python
+
+
 @pytest.mark.notebook
 @pytest.mark.skipif(
     not (SHARED_DATA / "tatoeba-eng-fra" / "fra.txt.gz").is_file(), reason="no local Tatoeba copy (set ATTNMT_DATA)"
 )
-def test_notebook_runs_and_shows_what_is_committed(tmp_path, monkeypatch):
-    """Every cell runs without an error (its asserts included), in a scratch folder, offline, and
-    shows the same kinds of output as the committed notebook (printed text, figures), cell by
-    cell: the numbers may differ between machines, the claims and pictures may not."""
-    monkeypatch.setenv("ATTNMT_DATA", str(SHARED_DATA))
-    monkeypatch.setenv("ATTNMT_CACHE", str(tmp_path / "cache"))  # never the user's cache, never the network
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebook's runs go to a temporary folder: this one
-    monkeypatch.setenv(DEVICE_VARIABLE, "cpu")  # the device the committed outputs were made on, on any machine
-    committed = read_notebook()
-    notebook = read_notebook()
+def test_notebook_runs_from_an_installed_wheel_and_shows_what_is_committed(tmp_path):
+    """Every cell runs without an error (its asserts included) with attnmt installed from a wheel
+    outside the checkout, in a scratch folder, offline, and shows the same kinds of output as the
+    committed notebook (printed text, figures), cell by cell: the numbers may differ between
+    machines, the claims and pictures may not."""
+    python = installed_from_wheel(tmp_path)
+    where = subprocess.run([python, "-c", "import attnmt; print(attnmt.__file__)"], cwd=tmp_path, capture_output=True)
+    assert Path(where.stdout.decode().strip()).is_relative_to(tmp_path / "venv"), "attnmt from the wheel"
+    environment = {
+        **os.environ,
+        "ATTNMT_DATA": str(SHARED_DATA),
+        "ATTNMT_CACHE": str(tmp_path / "cache"),  # never the user's cache, never the network
+        "TMPDIR": str(tmp_path),  # the notebook's runs go to a temporary folder: this one
+    }
+    environment.pop("PYTHONPATH", None)
+    record, executed = tmp_path / "record.json", tmp_path / "executed.ipynb"
     started = time.perf_counter()
-    execute(notebook, tmp_path, timeout=TIME_LIMIT_S)  # raises CellExecutionError naming the cell
+    command = [python, NOTEBOOKS / "execute.py", "--device", "cpu", "--record", record, "--output", executed]
+    command += ["--timeout", str(TIME_LIMIT_S)]
+    ran = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
-    print(f"notebook executed in {elapsed:.0f} s")
+    print(f"notebook executed in {elapsed:.0f} s from the wheel")
+    result = json.loads(record.read_text(encoding="utf-8"))
+    assert ran.returncode == 0 and result["all_cells_ran"], result["failure"] or ran.stderr[-2000:]
     assert elapsed < TIME_LIMIT_S
-    for index, (ran, saved) in enumerate(zip(code_cells(notebook), code_cells(committed), strict=True)):
-        assert output_kinds(ran) == output_kinds(saved), f"code cell {index + 1}: outputs differ; run `make notebook`"
+    notebook, committed = nbformat.read(executed, as_version=4), read_notebook()
+    for index, (cell, saved) in enumerate(zip(code_cells(notebook), code_cells(committed), strict=True)):
+        assert output_kinds(cell) == output_kinds(saved), f"code cell {index + 1}: outputs differ; run `make notebook`"
     assert study_tables(notebook) == study_tables(committed), "the study's figures changed; run `make notebook`"
     assert "device: cpu" in "".join(o.get("text", "") for cell in code_cells(notebook) for o in cell.outputs)
 
@@ -403,6 +475,8 @@ def test_the_study_figures_show_the_numbers_of_docs_experiments():
     }
     for name, (header, rows) in shown.items():
         results_file, page_header, page_rows = page[name]
-        assert f'"{results_file}"' in "".join(cell.source for cell in code_cells(notebook)), "the page's raw results"
+        # the notebook reads the copy that ships in the package: the page's raw results, byte for byte
+        assert '"notebook-questions.json"' in "".join(cell.source for cell in code_cells(notebook))
+        assert PACKAGED_STUDY.read_bytes() == (NOTEBOOKS.parent / results_file).read_bytes(), "the shipped copy"
         columns = [page_header.index(column) for column in header[1:]]  # "test BLEU", or a step: "1,200"
         assert rows == [[row[0], *(row[k] for k in columns)] for row in page_rows], f"{name} differs from the page"
