@@ -181,7 +181,7 @@ def _single_scores(scores: list[float]) -> str:
 
 
 def summary_rows(results: dict) -> tuple[list[str], list[list[str]]]:
-    """The README's summary: one row per direction and decoder, tokenized-lowercased BLEU of the
+    """A summary: one row per direction and decoder, tokenized-lowercased BLEU of the
     best-validation single models (mean and range over seeds) and of the ensemble of those runs
     (their best checkpoints, not averaged), on test2016 and test2017, with each run's training
     time; "-" where nothing was scored."""
