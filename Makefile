@@ -41,21 +41,10 @@ test: lint
 notebook: $(VENV)/.installed-dev
 	$(PY) notebooks/execute.py
 
-DEMO_RUN := runs/demo
-# The seeds' examples ("go .", "i lost .", "he's calm .", "i'm home .") written as natural text
-DEMO_SENTENCES := "Go." "I lost." "He's calm." "I'm home." "We're not afraid of the dark." "She asked him to help her."
-
 # Train English->French (Tatoeba, short sentences) for ~7 minutes on the CPU, then report test
 # BLEU and show translations with their attention. A finished run is reused, never overwritten.
 demo: $(VENV)/.installed-base
-	@if [ -f $(DEMO_RUN)/checkpoints/index.json ]; then \
-	  echo "$(DEMO_RUN) is already trained (rm -rf $(DEMO_RUN) to train again)"; \
-	else \
-	  $(VENV)/bin/attnmt train configs/demo.yaml; \
-	fi
-	$(VENV)/bin/attnmt evaluate $(DEMO_RUN) --beam 5 --output-dir $(DEMO_RUN)/evaluation
-	$(VENV)/bin/attnmt translate $(DEMO_RUN) --beam 5 --attention $(DEMO_RUN)/attention $(DEMO_SENTENCES)
-	@echo "attention heatmaps: $(DEMO_RUN)/attention/ (grid.png shows them together)"
+	$(VENV)/bin/attnmt demo   # the same as a pip user's `attnmt demo`: train (once), evaluate, translate
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

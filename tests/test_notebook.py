@@ -23,6 +23,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.wheel_helpers import installed_from_wheel
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOK = NOTEBOOKS / "attention_seq2seq.ipynb"
 EXPERIMENTS_PAGE = NOTEBOOKS.parent / "docs" / "experiments.md"
@@ -256,41 +258,6 @@ def test_committed_with_its_outputs():
     assert sum("image/png" in output.get("data", {}) for cell in cells for output in cell.outputs) >= 15
     assert not MACHINE_PATH.search("".join(texts)), "an output shows a path of the machine that ran it"
     assert NOTEBOOK.stat().st_size < 2_000_000
-
-
-def installed_from_wheel(folder: Path) -> Path:
-    """A fresh virtual environment in `folder`, outside the checkout, with attnmt installed from a
-    wheel built from the checkout; its python. The other packages come from the test's own
-    environment, by a path line (which Python reads without that environment's editable attnmt),
-    so nothing is downloaded. That the wheel's dependencies resolve is not what this checks."""
-    import sysconfig
-    import venv
-
-    root = NOTEBOOKS.parent
-    wheels = folder / "wheels"
-    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), "."]
-    subprocess.run(build, cwd=root, check=True)
-    (wheel,) = wheels.glob("attnmt-*.whl")
-    environment = folder / "venv"
-    venv.create(environment, with_pip=False)
-    python = environment / "bin" / "python"
-    query = "import json, sysconfig; print(json.dumps(sysconfig.get_paths()['purelib']))"
-    site = Path(json.loads(subprocess.run([python, "-c", query], capture_output=True, text=True, check=True).stdout))
-    install = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--no-deps",
-        "--no-index",
-        "-q",
-        "--target",
-        str(site),
-        str(wheel),
-    ]
-    subprocess.run(install, check=True)
-    (site / "test-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
-    return python
 
 
 @pytest.mark.notebook

@@ -22,7 +22,9 @@ from rich.console import Console
 
 from attnmt.cli import (
     average,
+    configs,
     data,
+    demo,
     distill,
     evaluate,
     export,
@@ -38,7 +40,23 @@ from attnmt.cli import (
 from attnmt.cli.common import FLAGS
 from attnmt.utils import Interrupted, UserError
 
-COMMANDS = (validate, train, data, translate, score, distill, shortlist, evaluate, average, plot, export, sweep, serve)
+COMMANDS = (
+    demo,
+    configs,
+    validate,
+    train,
+    data,
+    translate,
+    score,
+    distill,
+    shortlist,
+    evaluate,
+    average,
+    plot,
+    export,
+    sweep,
+    serve,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
