@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -72,14 +74,23 @@ def tracked_package_files() -> set[str]:
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="the tracked files are read from a git checkout")
-def test_the_wheel_holds_every_tracked_file_of_the_package(tmp_path):
+def test_the_wheel_and_the_sdist_hold_every_tracked_file_of_the_package(tmp_path):
     """Package data is declared so that a new static file cannot be forgotten: every file git
-    tracks under attnmt/ is in the wheel, and the wheel holds nothing else of the package."""
+    tracks under attnmt/ is in the wheel, and the wheel holds nothing else of the package; the
+    sdist (`python -m build --sdist`, as a release builds it) holds them too."""
     with zipfile.ZipFile(build_wheel(tmp_path)) as wheel:
         packaged = {name for name in wheel.namelist() if name.startswith("attnmt/")}
     tracked = tracked_package_files()
     assert tracked - packaged == set(), "tracked files the wheel lacks"
     assert packaged - tracked == set(), "files in the wheel that git does not track"
+    sdist_dir = tmp_path / "sdist"
+    command = [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(sdist_dir)]
+    subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
+    (sdist,) = sdist_dir.glob("attnmt-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        in_sdist = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert tracked - in_sdist == set(), "tracked files the sdist lacks"
+    assert {"pyproject.toml", "README.md"} <= in_sdist
 
 
 @needs_tatoeba
