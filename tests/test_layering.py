@@ -266,7 +266,7 @@ ALLOWED = {
         "web.runtime",
         "web.tokenizers",
     },
-    "cli": {f"cli.{command}" for command in ("common", *COMMANDS)} | {"utils"},
+    "cli": {f"cli.{command}" for command in ("common", *COMMANDS)} | {"utils", "provenance", "__init__"},
     "cli.common": {"utils", "quantize", "loading", "fast"},
     "cli.validate": {"config", "cli.common"},
     "cli.train": {"utils", "config", "train", "cli.common"},

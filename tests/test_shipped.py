@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from attnmt import __version__
 from attnmt.shipped import config_names, config_text
 from tests.cli_helpers import run_error, run_ok
 from tests.data_helpers import SHARED_DATA
@@ -107,6 +108,7 @@ def test_the_installed_wheel_runs_the_demo_and_the_page_outside_the_checkout(tmp
         return done.stdout.decode()
 
     assert "demo" in attnmt("--help") and "tatoeba-eng-fra" in attnmt("configs")
+    assert attnmt("--version").strip() == f"attnmt {__version__}", "a wheel has no commit to name"
     where = attnmt("configs", "demo")
     assert where == config_text("demo")
     attnmt("demo", *[item for override in TINY_DEMO for item in ("--set", override)])
@@ -125,3 +127,16 @@ def test_the_installed_wheel_runs_the_demo_and_the_page_outside_the_checkout(tmp
         text=True,
     )
     assert Path(imported.stdout.strip()).is_relative_to(tmp_path / "venv"), "attnmt from the wheel"
+
+
+def test_version_names_the_commit_of_a_checkout(capsys):
+    from attnmt import __version__
+    from attnmt.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    printed = capsys.readouterr().out.strip()
+    assert exited.value.code == 0 and printed.startswith(f"attnmt {__version__}")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if commit:  # a checkout: the commit it runs from
+        assert f"(commit {commit[:12]}" in printed

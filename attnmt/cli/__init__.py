@@ -61,10 +61,33 @@ COMMANDS = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnmt", description="Attention-based RNN sequence-to-sequence translation.")
+    parser.add_argument("--version", action=_Version, help="print the version (with the commit of a checkout) and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(commands)
     return parser
+
+
+def version() -> str:
+    """attnmt's version, with the commit it runs from in a git checkout (and whether files differ)."""
+    from attnmt import __version__
+    from attnmt.provenance import code_state
+
+    state = code_state()
+    if state["commit"] is None:
+        return f"attnmt {__version__}"
+    return f"attnmt {__version__} (commit {state['commit'][:12]}{', modified' if state['dirty'] else ''})"
+
+
+class _Version(argparse.Action):
+    """--version, asked of git only when given: building the parser stays fast."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version())
+        parser.exit()
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
