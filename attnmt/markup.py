@@ -5,7 +5,7 @@ A sentence such as `Click <a href="/x">the red button</a> now.` is read with the
 library's HTML parser into its text (`Click the red button now.`, entities decoded) and a tree of
 its tags, each element spanning characters of that text. The text is translated as any sentence;
 then each element is put around the target words aligned, through the translation's attention
-(`alignment.alignment`'s rule: each target token to its most attended source token), to the source
+(`alignment.alignment`: each target token to its most attended source token), to the source
 words it enclosed: from the first of them to the last. Void and self-closing tags (`<br>`,
 `<img/>`), comments, and tags without a partner stand before the target word aligned to the
 source word that followed them (at the end when none did).
@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from attnmt.alignment import alignment
 from attnmt.utils import UserError
 
 # HTML's void elements: they have no content and no end tag, with or without "/>"
@@ -169,18 +170,6 @@ def token_words(tokens: Sequence[str], text: str, surface, lowercase: bool) -> l
     return words
 
 
-def aligned_targets(attention, source_words: Sequence[int], target_words: Sequence[int]) -> dict[int, set[int]]:
-    """source word -> the target words whose tokens attend to it most (attention (T + 1, S), the
-    last row </s>'s, which is left out)."""
-    rows = attention.tolist() if hasattr(attention, "tolist") else attention
-    aligned: dict[int, set[int]] = {}
-    for target_word, row in zip(target_words, rows, strict=False):
-        if row:
-            source_token = max(range(len(row)), key=row.__getitem__)
-            aligned.setdefault(source_words[source_token], set()).add(target_word)
-    return aligned
-
-
 @dataclass
 class _Placed:
     node: Element | Standalone
@@ -295,7 +284,10 @@ def tagged(marked: Marked, translation, source_surface, target_surface, lowercas
         return translation.text
     source_words = token_words(translation.source_tokens, marked.text, source_surface, lowercase)
     target_words = token_words(translation.tokens, translation.text, target_surface, False)
-    return put_back(marked, translation.text, aligned_targets(translation.attention, source_words, target_words))
+    aligned: dict[int, set[int]] = {}
+    for source_word, target_word in alignment(translation.attention, source_words, target_words):
+        aligned.setdefault(source_word, set()).add(target_word)
+    return put_back(marked, translation.text, aligned)
 
 
 class MarkupLines:

@@ -193,3 +193,11 @@ def print_report(results: dict, console: Console, markdown: Path | None = None) 
         parts.append("\n".join(f"- {line}" for line in headlines(results)))
         markdown.parent.mkdir(parents=True, exist_ok=True)
         markdown.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
+
+
+def rows_by_search(rows: list[dict]) -> dict[str, dict[str, dict]]:
+    """{search: {split: row}} of result rows that each name their `search` and `split`, in order."""
+    grouped: dict[str, dict[str, dict]] = {}
+    for row in rows:
+        grouped.setdefault(row["search"], {})[row["split"]] = row
+    return grouped

@@ -37,7 +37,7 @@ from attnmt.loading import ModelSpec, load
 from attnmt.search.options import SearchOptions
 from attnmt.translate import Translator
 from benchmarks.measure import describe_machine, write_results
-from benchmarks.report import markdown_table
+from benchmarks.report import markdown_table, rows_by_search
 
 BEAM = 5
 PENALTIES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0)
@@ -101,10 +101,7 @@ def result_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     header = ["run", "search", "valid BLEU", "valid ratio", "test BLEU", "test ratio", "test tok BLEU"]
     lines = []
     for run in results["runs"]:
-        by_search: dict[str, dict[str, dict]] = {}
-        for row in run["rows"]:
-            by_search.setdefault(row["search"], {})[row["split"]] = row
-        for name, splits in by_search.items():
+        for name, splits in rows_by_search(run["rows"]).items():
             valid, test = splits["valid"], splits["test"]
             lines.append(
                 [

@@ -119,7 +119,7 @@ ALLOWED = {
     "glossary": {"utils", "tokenize", "vocab"},
     "documents": {"utils"},
     "shipped": {"utils"},
-    "markup": {"utils"},
+    "markup": {"utils", "alignment"},
     "loss": {"vocab"},
     "continued": {"utils", "config", "checkpoint", "codec", "data", "mixing", "prepare"},
     "train": {

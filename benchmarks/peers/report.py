@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from attnmt.utils import atomic_path
-from benchmarks.report import to_rich
+from benchmarks.report import rows_by_search, to_rich
 
 
 def format_spread(summary: dict, digits: int = 0) -> str:
@@ -169,10 +169,7 @@ def stopping_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     lines = []
     for name, system in results["systems"].items():
         for run in system["runs"]:
-            by_search: dict[str, dict[str, dict]] = {}
-            for row in run["rows"]:
-                by_search.setdefault(row["search"], {})[row["split"]] = row
-            for search, splits in by_search.items():
+            for search, splits in rows_by_search(run["rows"]).items():
                 valid, test = splits["valid"], splits["test2016"]
                 if search.endswith("tuned"):
                     search += f" (alpha {valid['alpha']:g})"
