@@ -22,9 +22,10 @@ import pytest
 import torch
 import yaml
 
-from attnmt.config import ModelConfig
+from attnmt.config import DecodeConfig, ModelConfig
 from attnmt.download import cache_root
 from attnmt.model import build_model
+from attnmt.search.options import SearchOptions
 from attnmt.utils import UserError
 from benchmarks.flops import flop_rates
 from benchmarks.peers import __main__ as peers_cli
@@ -36,7 +37,7 @@ from benchmarks.peers.joeynmt import JoeyNMT
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, StoppingOptions, quality, speed, stopping
 from benchmarks.peers.opennmt import RECIPE, OpenNMT, OpenNMTRecipe
 from benchmarks.peers.report import quality_curves, quality_rows, save_figure, stopping_rows
-from benchmarks.peers.system import Command, PeerError, PeerSystem, Setup, run_pip
+from benchmarks.peers.system import PROBES, Command, PeerError, PeerSystem, Setup, run_pip
 from tests.data_helpers import SHARED_DATA, needs_multi30k
 
 SCRIPT = """
@@ -250,7 +251,15 @@ class Ranker(StandIn):
     """A stand-in whose search takes length penalties: under `avg`, or `wu` below alpha 1.5, its
     outputs lose their last word (short); otherwise they are the reference."""
 
-    length_penalties = ("none", "avg", "wu")
+    def tuning_search(self, alpha):
+        return {"length_penalty": "wu", "alpha": alpha}
+
+    def stopping_searches(self, alpha):
+        return {
+            "best_finished, no penalty": {"length_penalty": "none", "alpha": 0.0},
+            "best_finished, avg": {"length_penalty": "avg", "alpha": 0.0},
+            "best_finished, wu tuned": self.tuning_search(alpha),
+        }
 
     def translate_command(self, setup, work, python, *, length_penalty="none", alpha=0.0, **kwargs):
         command = super().translate_command(setup, work, python, **kwargs)
@@ -275,7 +284,7 @@ def test_stopping_mode_decodes_each_ranking_and_tunes_wu_on_valid(setup, tmp_pat
     assert (
         set(results["systems"]) == {"r"}
         and "plain" in harness.errors
-        and "benchmarks.stopping" in harness.errors["plain"]
+        and "takes no search options" in harness.errors["plain"]
     )
     (run,) = results["systems"]["r"]["runs"]
     assert run["seed"] == 3 and ranker.seeds == [3] and run["updates"] == 4 and run["parameters"] == 42
@@ -352,6 +361,31 @@ def test_unknown_system_names_list_the_valid_ones(capsys):
         "unknown system fairseq; valid names: attnmt, attnmt-bahdanau, opennmt-py, joeynmt, attnmt-recipe, "
         "opennmt-py-recipe" in capsys.readouterr().err
     )
+
+
+def test_attnmt_searches_of_the_stopping_mode_reach_its_probe(tmp_path, monkeypatch):
+    """Each named search of `stopping_searches` becomes the probe's SearchOptions; without
+    search options the probe keeps the run's own decode settings."""
+    monkeypatch.syspath_prepend(str(PROBES))
+    import attnmt_probe
+
+    system, setup, decode = Attnmt(), Setup(data_dir=tmp_path), DecodeConfig(length_penalty=0.6)
+
+    def probed(beam_size: int, **search) -> SearchOptions:
+        files = {name: tmp_path / name for name in ("checkpoint", "source", "output", "result")}
+        command = system.translate_command(
+            setup, tmp_path, Path(sys.executable), beam_size=beam_size, **files, **search
+        )
+        return attnmt_probe.search_options(decode, attnmt_probe.parser().parse_args(command.argv[2:]))
+
+    searches = system.stopping_searches(alpha=0.4)
+    assert searches["k_finished, tuned"] == system.tuning_search(0.4) == {"stopping": "k_finished", "alpha": 0.4}
+    for search in searches.values():
+        options = probed(5, **search)
+        assert (options.stopping, options.length_penalty) == (search["stopping"], search["alpha"])
+        assert options.beam_size == 5 and (options.max_length_a, options.max_length_b) == (0.0, setup.max_output_length)
+    own = probed(1)
+    assert (own.beam_size, own.stopping, own.length_penalty) == (1, decode.stopping, 0.6)
 
 
 @needs_multi30k

@@ -5,7 +5,7 @@
     python -m benchmarks.peers quality [--systems ...] [--minutes 50] [--save-every 250] [--seeds 1,2]
     python -m benchmarks.peers quality --systems attnmt-recipe,opennmt-py-recipe   # each its own recipe
     common: [--work DIR] [--data-dir DIR] [--threads 2] [--json OUT]
-    python -m benchmarks.peers stopping [--systems opennmt-py] [--updates 4600] [--seeds 1]
+    python -m benchmarks.peers stopping [--systems attnmt,opennmt-py] [--updates 4600] [--seeds 1,2]
                                        # output length and BLEU per search, on models of equal updates
     python -m benchmarks.peers markdown RESULTS.json   # the tables README and docs quote
 
@@ -148,7 +148,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for sub, systems in (
         (speed_parser, [name for name in SYSTEMS if name not in RECIPES]),
         (quality_parser, [name for name in SYSTEMS if name not in RECIPES]),
-        (stopping_parser, ["opennmt-py"]),
+        (stopping_parser, ["attnmt", "opennmt-py"]),
     ):
         sub.add_argument("--systems", type=system_names, default=systems, help=f"of {', '.join(SYSTEMS)}")
         sub.add_argument("--work", type=Path, default=None, help="work folder (default: the cache's peers/)")

@@ -186,6 +186,16 @@ class Attnmt(PeerSystem):
             argv += ["--max-minutes", str(max_minutes)]
         return Command(argv, work)
 
+    def tuning_search(self, alpha: float) -> dict:
+        return {"stopping": "k_finished", "alpha": alpha}
+
+    def stopping_searches(self, alpha: float) -> dict[str, dict]:
+        return {
+            "best_finished, no penalty": {"stopping": "best_finished", "alpha": 0.0},  # OpenNMT-py's rule
+            "k_finished, alpha 1": {"stopping": "k_finished", "alpha": 1.0},  # attnmt's default search
+            "k_finished, tuned": self.tuning_search(alpha),
+        }
+
     def checkpoints(self, work: Path) -> dict[int, Path]:
         folder = work / "run" / "checkpoints"
         return {int(path.name.split("-")[1]): path for path in folder.glob("step-*") if path.is_dir()}
@@ -202,11 +212,19 @@ class Attnmt(PeerSystem):
         beam_size: int,
         result: Path,
         attention_focus: Path | None = None,
+        stopping: str | None = None,
+        alpha: float | None = None,
     ) -> Command:
+        """`stopping` (k_finished or best_finished) and `alpha` (GNMT's length penalty): the beam
+        search's rule and ranking, the run's decode settings where not given."""
         argv = [str(python), str(PROBES / "attnmt_probe.py"), "translate", "--checkpoint", str(checkpoint)]
         argv += ["--source", str(source), "--output", str(output), "--result", str(result)]
         argv += ["--beam", str(beam_size), "--batch", str(setup.decode_batch_sentences)]
         argv += ["--max-length", str(setup.max_output_length), "--threads", str(setup.threads)]
         if attention_focus is not None:
             argv += ["--attention-focus", str(attention_focus)]
+        if stopping is not None:
+            argv += ["--stopping", stopping]
+        if alpha is not None:
+            argv += ["--alpha", str(alpha)]
         return Command(argv, work)

@@ -9,11 +9,12 @@ quality: each system trained for the same wall-clock budget, one at a time, once
          interrupted run starts over: a budget of wall-clock time cannot be split across
          processes fairly). Each finished run is handed to `on_run` at once, so the results
          file can be written after every run.
-stopping: each system whose search takes length penalties (OpenNMT-py), trained for a number
-         of updates (untimed, once per seed), its best checkpoint by greedy validation BLEU (as in
-         the race) decoded on valid and test2016 greedily and with the beam ranked each way: how
-         its output length and BLEU depend on the search, beside `benchmarks.stopping`'s table of
-         attnmt's searches on attnmt's model of the same architecture.
+stopping: each system whose adapter takes search options (attnmt, OpenNMT-py), trained for a
+         number of updates (untimed, once per seed), its best checkpoint by greedy validation BLEU
+         (as in the race) decoded on valid and test2016 greedily and with the beam under each of
+         its stopping rules and length penalties (`PeerSystem.stopping_searches`), one of them
+         chosen on valid: how its output length and BLEU depend on the search, every system
+         scored by the one metric of the harness.
 """
 
 from __future__ import annotations
@@ -257,8 +258,8 @@ def stopping(harness: Harness, options: StoppingOptions, on_run: Callable[[dict]
     results = {"options": {**options.__dict__, "seeds": list(options.seeds), "alphas": list(options.alphas)}}
     for seed in options.seeds:
         for system in list(harness.systems):
-            if not system.length_penalties:
-                why = "its adapter ranks hypotheses one way only (attnmt's: python -m benchmarks.stopping)"
+            if system.tuning_search(0.0) is None:
+                why = "its adapter takes no search options: it ranks hypotheses one way only"
                 harness.drop(system, PeerError(f"{system.name}: {why}"))
                 continue
             entry = systems.setdefault(
@@ -301,21 +302,15 @@ def _stopping_run(harness: Harness, system: PeerSystem, options: StoppingOptions
     best = max(curve, key=lambda point: point["valid_bleu_tok_lc"])
     checkpoint, beam = checkpoints[best["step"]], harness.setup.beam_size
 
-    def decode(name: str, split: str, beam_size: int, penalty: str, alpha: float) -> dict:
+    def decode(name: str, split: str, beam_size: int, search: dict) -> dict:
         harness.say(f"{system.name}: {split}, {name}")
-        search = {"length_penalty": penalty, "alpha": alpha}
         scored = harness.translate(system, scoring / "searches", checkpoint, split, beam_size, search=search)
         keys = ("bleu_tok_lc", "chrf", "length_ratio", "brevity_penalty", "sentences_per_s")
         return {"search": name, "split": split, "beam_size": beam_size, **search, **{k: scored[k] for k in keys}}
 
-    tuning = [decode("tuning", "valid", beam, "wu", alpha) for alpha in options.alphas]
+    tuning = [decode("tuning", "valid", beam, system.tuning_search(alpha)) for alpha in options.alphas]
     alpha = max(tuning, key=lambda row: row["bleu_tok_lc"])["alpha"]
-    searches = {  # name -> (beam, penalty, alpha)
-        "greedy": (1, "none", 0.0),
-        "best_finished, no penalty": (beam, "none", 0.0),  # the race's setting
-        "best_finished, avg": (beam, "avg", 0.0),  # OpenNMT-py 3.x's default penalty
-        "best_finished, wu tuned": (beam, "wu", alpha),
-    }
+    searches = {"greedy": (1, {}), **{name: (beam, search) for name, search in system.stopping_searches(alpha).items()}}
     rows = [decode(name, split, *search) for split in ("valid", "test2016") for name, search in searches.items()]
     return {
         **run,

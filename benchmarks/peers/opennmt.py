@@ -55,7 +55,6 @@ class OpenNMT(PeerSystem):
 
     name = "opennmt-py"
     version = "3.5.1"
-    length_penalties = ("none", "avg", "wu")
     architecture_notes = (
         "OpenNMT-py 3.5.1 (declares torch<2.3; run on torch 2.13.0). "
         "Encoder: encoder_type brnn, GRU, hidden_size 512 = 256 per direction, 1 layer, packed "
@@ -151,6 +150,16 @@ class OpenNMT(PeerSystem):
             if match:
                 found[int(match.group(1))] = path
         return dict(sorted(found.items()))
+
+    def tuning_search(self, alpha: float) -> dict:
+        return {"length_penalty": "wu", "alpha": alpha}
+
+    def stopping_searches(self, alpha: float) -> dict[str, dict]:
+        return {
+            "best_finished, no penalty": {"length_penalty": "none", "alpha": 0.0},  # the race's setting
+            "best_finished, avg": {"length_penalty": "avg", "alpha": 0.0},  # OpenNMT-py 3.x's default penalty
+            "best_finished, wu tuned": self.tuning_search(alpha),
+        }
 
     def translate_command(
         self,

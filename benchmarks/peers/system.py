@@ -92,9 +92,16 @@ class PeerSystem(ABC):
     # Whether it trains its own recipe (its own sizes, optimizer, schedule and batches) instead of
     # the Setup's: such systems race each other, never the Setup's systems (`modes.quality`).
     own_recipe: bool = False
-    # The length penalties its search can rank hypotheses with (`translate_command`'s
-    # length_penalty; `modes.stopping` decodes with each); empty where the adapter takes none.
-    length_penalties: tuple[str, ...] = ()
+
+    def tuning_search(self, alpha: float) -> dict | None:
+        """The beam search whose length penalty `modes.stopping` chooses on valid, at `alpha`, as
+        `translate_command`'s search options; None where the adapter takes no search options."""
+        return None
+
+    def stopping_searches(self, alpha: float) -> dict[str, dict]:
+        """The beam searches `modes.stopping` compares, by name, as `translate_command`'s search
+        options (each system's own stopping rules and penalties); `alpha`: the one chosen on valid."""
+        return {}
 
     def environment(self) -> str:
         """The folder name of its virtual environment: one per installed package version."""
@@ -154,7 +161,8 @@ class PeerSystem(ABC):
         `output`, timing written to `result` (see the module docstring); with `attention_focus`
         (only where `measures_attention`), also the share of attention on source position 0 as
         `tools.attention_focus` measures it, as JSON. `search`: options of the system's own search
-        beyond the Setup's, where its adapter takes them (OpenNMT-py: length_penalty, alpha)."""
+        beyond the Setup's, where its adapter takes them (OpenNMT-py: length_penalty, alpha;
+        attnmt: stopping, alpha)."""
 
 
 def run_pip(system: str, python: Path, args: list[str]) -> None:

@@ -3,6 +3,7 @@
     python attnmt_probe.py train --config CONFIG.yaml --events EVENTS.jsonl [--max-minutes M]
     python attnmt_probe.py translate --checkpoint DIR --source FILE --output FILE --beam K
                                      --batch B --max-length N --result RESULT.json [--attention-focus F.json]
+                                     [--stopping k_finished|best_finished] [--alpha A]
 
 The source file holds word tokens already (the benchmark's shared data): they are looked up
 in the run's vocabulary as they are, not tokenized again.
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _probe import record_training, set_threads, write_attention_focus, write_translation_result
 
-from attnmt.config import load_config
+from attnmt.config import DecodeConfig, load_config
 from attnmt.loading import ModelSpec, load
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions
@@ -42,15 +43,26 @@ def train(args: argparse.Namespace) -> None:
     fit(config, log=lambda message: print(message, file=sys.stderr))
 
 
+def search_options(decode: DecodeConfig, args: argparse.Namespace) -> SearchOptions:
+    """The run's decode settings with the command line's beam, stopping rule and length penalty
+    (the run's own where not given), and max_length_a 0: the same fixed length limit as the peers."""
+    return SearchOptions.from_config(
+        decode,
+        beam_size=args.beam,
+        max_length_a=0.0,
+        max_length_b=args.max_length,
+        stopping=args.stopping,
+        length_penalty=args.alpha,
+    )
+
+
 def translate(args: argparse.Namespace) -> None:
     set_threads(args.threads)
     translator = load(ModelSpec(args.checkpoint, device="cpu"))
     vocab = translator.codec.src_vocab
     sources = [vocab.encode(line.split()) for line in args.source.read_text(encoding="utf-8").splitlines()]
-    decode = translator.config.decode
     started = time.perf_counter()
-    # max_length_a 0: the same fixed length limit as the peers
-    options = SearchOptions.from_config(decode, beam_size=args.beam, max_length_a=0.0, max_length_b=args.max_length)
+    options = search_options(translator.config.decode, args)
     hypotheses = decode_all(translator.model, sources, options, batch_size=args.batch)
     seconds = time.perf_counter() - started
     target = translator.codec.tgt_vocab
@@ -61,7 +73,7 @@ def translate(args: argparse.Namespace) -> None:
         write_attention_focus(args.attention_focus, [best[0].attention.float() for best in hypotheses])
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnmt_probe.py")
     modes = parser.add_subparsers(dest="mode", required=True)
     training = modes.add_parser("train")
@@ -78,7 +90,13 @@ def main() -> None:
     translating.add_argument("--batch", type=int, default=64)
     translating.add_argument("--max-length", type=int, default=100)
     translating.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
+    translating.add_argument("--stopping", choices=("k_finished", "best_finished"), help="the run's own if not given")
+    translating.add_argument("--alpha", type=float, help="GNMT length penalty; the run's own if not given")
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
     train(args) if args.mode == "train" else translate(args)
 
 
