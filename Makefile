@@ -10,7 +10,7 @@ ifneq ($(wildcard ../shared/data),)
 export ATTNMT_DATA ?= $(abspath ../shared/data)
 endif
 
-.PHONY: test demo lint notebook clean
+.PHONY: test demo lint notebook docs clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ test: lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not notebook"
 	$(PY) -m pytest tests/test_notebook.py -m notebook
 
+# The documentation site (mkdocs.yml) into site/, every warning an error: a broken link or anchor,
+# a page missing from the navigation, an API reference that does not resolve.
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 # Execute the guided notebook and save it with its outputs (commit the result).
 notebook: $(VENV)/.installed-dev
 	$(PY) notebooks/execute.py
@@ -47,4 +52,4 @@ demo: $(VENV)/.installed-base
 	$(VENV)/bin/attnmt demo   # the same as a pip user's `attnmt demo`: train (once), evaluate, translate
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache site

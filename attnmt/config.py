@@ -35,21 +35,21 @@ class DataConfig(_Section):
         "'.{lang}' or '.{lang}.gz' appended), tsv (paths to src<TAB>tgt files), or a synthetic "
         "task: reverse, copy, sort, dates",
     )
-    src_lang: str = "en"
-    tgt_lang: str = "fr"
+    src_lang: str = Field("en", description="source language code, as the corpus names its files (en, fr, de)")
+    tgt_lang: str = Field("fr", description="target language code")
     data_dir: str | None = Field(None, description="local corpus folder; else $ATTNMT_DATA, the cache, then download")
     train: str | None = Field(
         None,
         description="files: the training path prefix; tsv: the training file; tatoeba-eng-fra, multi30k: a "
         "path prefix whose pairs replace the corpus's training pairs (a distilled corpus); valid and test stay",
     )
-    valid: str | None = None
-    test: str | None = None
+    valid: str | None = Field(None, description="files: the validation path prefix; tsv: the validation file")
+    test: str | None = Field(None, description="files: the test path prefix; tsv: the test file")
     valid_split: str = Field("val", description="multi30k split used for validation")
     test_split: str = Field("test_2016_flickr", description="multi30k split used for testing")
     valid_size: int = Field(1000, ge=1, description="distinct sources held out for validation (unsplit corpora)")
     test_size: int = Field(1000, ge=1, description="distinct sources held out for testing (unsplit corpora)")
-    split_seed: int = 1234
+    split_seed: int = Field(1234, description="seed of the held-out split of corpora that have none (tatoeba-eng-fra)")
     subset: Literal["full", "short"] = Field(
         "full",
         description="short: English <= 8 word tokens, French <= 12, punctuation counted; "
@@ -63,10 +63,12 @@ class DataConfig(_Section):
     max_length_ratio: float | None = Field(
         9.0, gt=1.0, description="drop training pairs whose longer side has more than this many times the tokens"
     )
-    tokenizer: Literal["word", "sentencepiece"] = "word"
-    lowercase: bool = False
-    spm_model_type: Literal["bpe", "unigram"] = "bpe"
-    spm_vocab_size: int = Field(8000, ge=16)
+    tokenizer: Literal["word", "sentencepiece"] = Field(
+        "word", description="word tokens, or SentencePiece subwords trained on the training pairs"
+    )
+    lowercase: bool = Field(False, description="lowercase the text before tokenizing (BLEU is then lowercased too)")
+    spm_model_type: Literal["bpe", "unigram"] = Field("bpe", description="sentencepiece: the subword model")
+    spm_vocab_size: int = Field(8000, ge=16, description="sentencepiece: pieces per language (or shared)")
     tokenizer_sample: int = Field(
         1_000_000,
         ge=1,
@@ -89,33 +91,44 @@ class DataConfig(_Section):
         "training data, encoded with this run's vocabularies, so that the continued model keeps what it "
         "learned there. 0: only this config's corpus",
     )
-    min_freq: int = Field(1, ge=1)
-    max_vocab_size: int | None = Field(None, ge=5)
-    shared_vocab: bool = False
+    min_freq: int = Field(
+        1, ge=1, description="a type enters the vocabulary when seen this often in training; others are <unk>"
+    )
+    max_vocab_size: int | None = Field(
+        None, ge=5, description="at most this many types, the most frequent (None: no cap)"
+    )
+    shared_vocab: bool = Field(False, description="one vocabulary (and piece model) for both languages")
     batch_tokens: int = Field(4096, ge=1, description="padded tokens per batch (longer side)")
-    max_batch_sentences: int | None = Field(None, ge=1)
+    max_batch_sentences: int | None = Field(None, ge=1, description="at most this many pairs per batch (None: no cap)")
     bucket_pool_batches: int = Field(100, ge=1, description="batches per pool sorted by length before shuffling")
     synthetic_size: int = Field(20000, ge=10, description="training examples for synthetic tasks")
     synthetic_max_len: int = Field(10, ge=2, description="maximum sequence length for synthetic tasks")
 
 
 class ModelConfig(_Section):
-    rnn: Literal["gru", "lstm"] = "gru"
-    embedding_size: int = Field(256, ge=1)
+    rnn: Literal["gru", "lstm"] = Field("gru", description="the recurrent cell of encoder and decoder")
+    embedding_size: int = Field(256, ge=1, description="word embedding size, both sides")
     encoder_hidden: int = Field(256, ge=1, description="per direction")
-    encoder_layers: int = Field(1, ge=1)
-    bidirectional: bool = True
-    decoder_hidden: int = Field(512, ge=1)
-    decoder_layers: int = Field(1, ge=1)
-    dropout: float = Field(0.2, ge=0.0, lt=1.0)
-    attention: Literal["additive", "dot", "scaled_dot", "general", "none"] = "additive"
+    encoder_layers: int = Field(1, ge=1, description="stacked encoder RNN layers")
+    bidirectional: bool = Field(True, description="the encoder reads both ways; each annotation is [forward; backward]")
+    decoder_hidden: int = Field(512, ge=1, description="decoder RNN state size")
+    decoder_layers: int = Field(1, ge=1, description="stacked decoder RNN layers")
+    dropout: float = Field(
+        0.2, ge=0.0, lt=1.0, description="dropout on embeddings, between RNN layers and before the output layer"
+    )
+    attention: Literal["additive", "dot", "scaled_dot", "general", "none"] = Field(
+        "additive",
+        description="the score: additive (Bahdanau), dot, scaled_dot, general (Luong), or none (vanilla seq2seq)",
+    )
     attention_size: int | None = Field(None, ge=1, description="additive attention size (default decoder_hidden)")
-    decoder: Literal["bahdanau", "luong"] = "bahdanau"
+    decoder: Literal["bahdanau", "luong"] = Field(
+        "bahdanau", description="bahdanau: attend with the previous state; luong: attend with the new one"
+    )
     input_feeding: bool = Field(True, description="luong only: feed the previous attentional vector to the RNN")
     bridge: Literal["tanh", "copy", "zeros"] = Field(
         "tanh", description="decoder start: tanh(W h_final + b), h_final itself (needs equal sizes), or zeros"
     )
-    tie_embeddings: bool = False
+    tie_embeddings: bool = Field(False, description="the output layer shares the target embedding matrix")
     tie_source_embeddings: bool = Field(
         False,
         description="the encoder reads the decoder's embedding matrix (needs data.shared_vocab); with "
@@ -169,26 +182,38 @@ class ModelConfig(_Section):
 
 
 class TrainConfig(_Section):
-    run_dir: str = "runs/default"
-    seed: int = 1
-    device: str = "auto"
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    threads: int | None = Field(None, ge=1)
-    optimizer: Literal["adam", "adamw"] = "adam"
-    lr: float = Field(1e-3, gt=0.0)
-    weight_decay: float = Field(0.0, ge=0.0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    lr_schedule: Literal["constant", "plateau", "inverse_sqrt", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
-    plateau_factor: float = Field(0.5, gt=0.0, lt=1.0)
-    plateau_patience: int = Field(2, ge=0)
-    min_lr: float = Field(0.0, ge=0.0)
+    run_dir: str = Field(
+        "runs/default", description="where the run writes its config, vocabularies, metrics and checkpoints"
+    )
+    seed: int = Field(1, description="seeds the weights, dropout and batch order")
+    device: str = Field("auto", description="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32", description="fp32, or bf16/fp16 autocast (fp16 with a gradient scaler)"
+    )
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
+    optimizer: Literal["adam", "adamw"] = Field("adam", description="adam, or adamw (decoupled weight decay)")
+    lr: float = Field(1e-3, gt=0.0, description="the peak learning rate")
+    weight_decay: float = Field(0.0, ge=0.0, description="the optimizer's weight decay")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="Adam's moment decay rates")
+    lr_schedule: Literal["constant", "plateau", "inverse_sqrt", "cosine"] = Field(
+        "constant",
+        description="after warmup: constant; plateau (scaled by plateau_factor when validation stalls); "
+        "inverse_sqrt; cosine (down to min_lr at max_steps)",
+    )
+    warmup_steps: int = Field(0, ge=0, description="linear warmup from 0 to lr over this many steps")
+    plateau_factor: float = Field(0.5, gt=0.0, lt=1.0, description="plateau: the factor the rate is scaled by")
+    plateau_patience: int = Field(2, ge=0, description="plateau: validations without improvement before scaling")
+    min_lr: float = Field(0.0, ge=0.0, description="the rate never goes below this")
     # Training stops at whichever of these limits comes first (None = no such limit).
-    max_steps: int | None = Field(None, ge=1)
-    max_epochs: int | None = Field(20, ge=1)
-    max_minutes: float | None = Field(None, gt=0.0)
-    clip_grad_norm: float | None = Field(1.0, gt=0.0)
-    label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
+    max_steps: int | None = Field(None, ge=1, description="stop after this many updates")
+    max_epochs: int | None = Field(20, ge=1, description="stop after this many passes over the training data")
+    max_minutes: float | None = Field(None, gt=0.0, description="stop after this much training time, with a checkpoint")
+    clip_grad_norm: float | None = Field(
+        1.0, gt=0.0, description="clip the gradient's global norm to this (None: no clipping)"
+    )
+    label_smoothing: float = Field(
+        0.0, ge=0.0, lt=1.0, description="share of each target's probability spread over the vocabulary"
+    )
     smooth_eos: bool = Field(
         True,
         description="label smoothing covers </s> too; false: a </s> target keeps its one-hot target and "
@@ -199,16 +224,24 @@ class TrainConfig(_Section):
         description="the summed loss of a batch is divided by its target tokens with </s> (tokens), "
         "without </s> (OpenNMT-py's count), or by its sentences",
     )
-    teacher_forcing: float = Field(1.0, ge=0.0, le=1.0)
-    teacher_forcing_schedule: Literal["constant", "linear", "inverse_sigmoid"] = "constant"
-    teacher_forcing_min: float = Field(0.0, ge=0.0, le=1.0)
-    teacher_forcing_decay_steps: int = Field(10000, ge=1)
-    valid_every: int = Field(500, ge=1)
-    valid_bleu_sentences: int = Field(500, ge=0)
-    early_stopping_metric: Literal["bleu", "loss"] = "bleu"
+    teacher_forcing: float = Field(
+        1.0, ge=0.0, le=1.0, description="share of decoder steps fed the reference word rather than the model's own"
+    )
+    teacher_forcing_schedule: Literal["constant", "linear", "inverse_sigmoid"] = Field(
+        "constant", description="how the teacher-forcing ratio decays (scheduled sampling)"
+    )
+    teacher_forcing_min: float = Field(0.0, ge=0.0, le=1.0, description="the ratio a decaying schedule ends at")
+    teacher_forcing_decay_steps: int = Field(10000, ge=1, description="the steps a decaying schedule takes")
+    valid_every: int = Field(500, ge=1, description="validate and checkpoint every this many updates")
+    valid_bleu_sentences: int = Field(
+        500, ge=0, description="validation sources translated greedily for BLEU at each validation (0: loss only)"
+    )
+    early_stopping_metric: Literal["bleu", "loss"] = Field(
+        "bleu", description="what picks the best checkpoint (and stops with patience)"
+    )
     patience: int | None = Field(None, ge=1, description="validations without improvement before stopping")
-    keep_checkpoints: int = Field(2, ge=1)
-    log_every: int = Field(50, ge=1)
+    keep_checkpoints: int = Field(2, ge=1, description="the most recent checkpoints kept, besides the best")
+    log_every: int = Field(50, ge=1, description="log the training loss and speed every this many updates")
     init_from: str | None = Field(
         None,
         description="continue from a trained model: a run directory (its best checkpoint) or a checkpoint folder; "
@@ -223,7 +256,9 @@ class TrainConfig(_Section):
     )
     # After SIGINT/SIGTERM the run saves at the end of the current step; if that step has not
     # ended this many seconds later (or a second signal comes), it exits at once (None: wait).
-    stop_grace_seconds: float | None = Field(60.0, gt=0.0)
+    stop_grace_seconds: float | None = Field(
+        60.0, gt=0.0, description="after Ctrl-C or SIGTERM, wait this long for the step to end and save (None: wait)"
+    )
 
     @model_validator(mode="after")
     def _needs_a_stop(self) -> TrainConfig:
@@ -242,7 +277,7 @@ class TrainConfig(_Section):
 
 
 class DecodeConfig(_Section):
-    beam_size: int = Field(5, ge=1)
+    beam_size: int = Field(5, ge=1, description="hypotheses kept per sentence (1: greedy search)")
     n_best: int = Field(1, ge=1, description="hypotheses `attnmt translate` prints a sentence (its --n-best default)")
     length_penalty: float = Field(1.0, ge=0.0, description="GNMT alpha; 0 = raw log-probability")
     stopping: Literal["k_finished", "best_finished"] = Field(
@@ -255,7 +290,7 @@ class DecodeConfig(_Section):
         0, ge=0, description="the fewest tokens an output has before </s> (0: no minimum); the length limit wins"
     )
     max_length_a: float = Field(1.5, ge=0.0, description="max output length = a * source length + b")
-    max_length_b: int = Field(10, ge=1)
+    max_length_b: int = Field(10, ge=1, description="see max_length_a")
     batch_size: int = Field(1024, ge=1, description="at most this many sentences per batch")
     batch_tokens: int | None = Field(
         8000, ge=1, description="at most this many padded source tokens per batch, each beam hypothesis counted"

@@ -20,6 +20,9 @@ to the modules present):
 - `raw_results`: which raw results may be quoted (a recorded commit, no edit of `attnmt/` or
   `benchmarks/` while the run ran, the content hash it was written with), and the older files
   exempted (`LEGACY`); `quote` refuses the others.
+- `docs_site`: the documentation site's MkDocs hooks (mkdocs.yml names the file; not a command):
+  the command-line and configuration references generated from the code, and the repository
+  files the pages link to copied into the site.
 - `screen_results`: a GPU screen's sweep trials (`scripts/screen-on-gpu.sh`) grouped into points,
   with their seeds' beam scores on the validation split, as one raw result and its table.
 
