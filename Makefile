@@ -10,7 +10,7 @@ ifneq ($(wildcard ../shared/data),)
 export ATTNMT_DATA ?= $(abspath ../shared/data)
 endif
 
-.PHONY: test demo lint notebook docs clean
+.PHONY: test demo lint typecheck notebook docs clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,13 +27,17 @@ $(VENV)/.installed-dev: $(VENV)/.installed-base
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 
+# mypy over attnmt/ as pyproject.toml configures it (check_untyped_defs, warn_unused_ignores)
+typecheck: $(VENV)/.installed-dev
+	$(VENV)/bin/mypy
+
 # The suite in one process per core, at most 4 (each test runs one torch thread), each test file
 # kept in one process so that its module fixtures (small trained runs) are made once; then the
 # notebook alone, the longest test by far, whose kernel runs torch on every core (run beside
 # other tests, its threads and theirs contend and it runs far slower).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 
-test: lint
+test: lint typecheck
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not notebook"
 	$(PY) -m pytest tests/test_notebook.py -m notebook
 

@@ -41,6 +41,7 @@ def choose_checkpoints(run_dir: str | Path, *, last: int | None = None, steps: l
             kept = sorted(p.name for p in folder.glob("step-*") if (p / WEIGHTS).is_file())
             raise UserError(f"{folder}: no checkpoint {', '.join(missing)}; the run has {', '.join(kept) or 'none'}")
         return chosen
+    assert last is not None  # given, since steps is not
     if last < 1:
         raise UserError(f"expected at least 1 checkpoint, got {last}", field="last")
     kept = sorted((name for name in read_index(run_dir).kept if not name.startswith(".")), key=_step)

@@ -47,8 +47,9 @@ class CheckpointIndex:
     best_score: float | None = None
     kept: tuple[str, ...] = ()
 
-    def named(self) -> set[str | None]:
-        return {self.last, self.best, *self.kept}
+    def named(self) -> set[str]:
+        """Every checkpoint the index names."""
+        return {name for name in (self.last, self.best, *self.kept) if name is not None}
 
     def renamed(self, old: str, new: str) -> CheckpointIndex:
         """The same index with checkpoint `old` called `new`."""
@@ -112,7 +113,7 @@ def save_checkpoint(
     folder.mkdir(parents=True, exist_ok=True)
     name = f"step-{step:07d}"
     index = read_index(run_dir)
-    for hidden in sorted(index.named() - {None}):
+    for hidden in sorted(index.named()):
         if hidden.startswith("."):  # a save of the same step was killed midway: finish it
             index = _promote(run_dir, index, folder / hidden)
     _remove_leftovers(folder, index)
@@ -133,7 +134,7 @@ def save_checkpoint(
     updated = _updated_index(index, name, score, higher_is_better, keep)
     _write_index(run_dir, updated)
     _fault_point("index updated")
-    for stale in index.named() - updated.named() - {None}:  # only once the index no longer names them
+    for stale in index.named() - updated.named():  # only once the index no longer names them
         _remove(folder / stale)
     return final
 
@@ -174,7 +175,8 @@ class _KeepsWriteError:
     it as a RuntimeError of its own."""
 
     def __init__(self, handle) -> None:
-        self.handle, self.error = handle, None
+        self.handle = handle
+        self.error: OSError | None = None
 
     def write(self, data) -> int:
         try:
@@ -191,7 +193,7 @@ def _write_trainer_state(path: Path, trainer_state: dict) -> None:
     with naming_file(path), path.open("wb") as handle:
         keeping = _KeepsWriteError(handle)
         try:
-            torch.save(trainer_state, keeping)
+            torch.save(trainer_state, keeping)  # type: ignore[arg-type]  # it needs only write() and flush(), not all of IO[bytes]
         except RuntimeError:
             if keeping.error is None:
                 raise

@@ -11,11 +11,13 @@ Leaf module: imports nothing from attnmt but `utils`, and no torch.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from attnmt.utils import UserError, write_text_atomic
 
@@ -308,11 +310,20 @@ class DecodeConfig(_Section):
         return self
 
 
+_SectionT = TypeVar("_SectionT", bound=_Section)
+
+
+def _defaults(section: type[_SectionT]) -> Callable[[], _SectionT]:
+    """`section` itself, the no-argument factory it is: every field has a default, but given to
+    Field() positionally, which type checkers do not read as one."""
+    return cast("Callable[[], _SectionT]", section)
+
+
 class Config(_Section):
-    data: DataConfig = Field(default_factory=DataConfig)
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    train: TrainConfig = Field(default_factory=TrainConfig)
-    decode: DecodeConfig = Field(default_factory=DecodeConfig)
+    data: DataConfig = Field(default_factory=_defaults(DataConfig))
+    model: ModelConfig = Field(default_factory=_defaults(ModelConfig))
+    train: TrainConfig = Field(default_factory=_defaults(TrainConfig))
+    decode: DecodeConfig = Field(default_factory=_defaults(DecodeConfig))
 
     @model_validator(mode="after")
     def _tied_source_needs_one_vocabulary(self) -> Config:
@@ -356,7 +367,7 @@ def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: ErrorDetails) -> str:
     location = ".".join(str(part) for part in error["loc"]) or "(top level)"
     if error["type"] == "extra_forbidden":
         owner = _model_at(error["loc"][:-1])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,7 @@ def load_start_weights(model: torch.nn.Module, start: Start) -> None:
     set_weights(model, state, start.checkpoint / WEIGHTS)
 
 
-def freeze(model: torch.nn.Module, parts: list[str]) -> list[str]:
+def freeze(model: torch.nn.Module, parts: Sequence[str]) -> list[str]:
     """Stop training `parts` ("encoder": the whole encoder; "embeddings": the source and target
     embeddings, and so a tied output layer); the names of the frozen parameters."""
     frozen = []
@@ -191,7 +192,7 @@ class Continuation:
             load_start_weights(model, self.start)
             notes.append(f"continuing from {self.start.checkpoint} (step {self.start.step})")
             trained = (len(self.given.codec.src_vocab), len(self.given.codec.tgt_vocab))
-            now = (model.encoder.embedding.num_embeddings, model.decoder.embedding.num_embeddings)
+            now = (model.encoder.embedding.num_embeddings, model.decoder.embedding.num_embeddings)  # type: ignore[union-attr]  # a Seq2Seq; the layering keeps model.py out of here
             if now != trained:
                 notes.append(
                     f"vocabularies extended by the new corpus: source {trained[0]:,} -> {now[0]:,}, target "

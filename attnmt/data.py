@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -81,7 +82,12 @@ def pad_sequences(sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, tor
     return padded, lengths
 
 
-def collate(indices: Sequence[int], src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]) -> Batch:
+# Sentences' token ids by index, as `collate` reads them: a split's ids, or the {index: ids} of
+# a batch whose sentences were segmented anew (`subwords.Resegmenter`).
+IdsByIndex = Sequence[Sequence[int]] | Mapping[int, Sequence[int]]
+
+
+def collate(indices: Sequence[int], src_ids: IdsByIndex, tgt_ids: IdsByIndex) -> Batch:
     src, src_lengths = pad_sequences([src_ids[i] for i in indices])
     # One padded copy of the targets, shifted both ways: no per-token list is built (the ids of
     # a prepared corpus are numpy arrays, which a list would convert one element at a time).
@@ -223,8 +229,8 @@ class EncodedSplit:
 def sequence_lengths(ids: Sequence[Sequence[int]]) -> np.ndarray:
     """(N,) int64 lengths of id lists; read from `ids.lengths` where the container keeps them
     (memory-mapped `TokenArrays`, `mixing.ConcatenatedIds`) instead of touching every sentence."""
-    if isinstance(getattr(ids, "lengths", None), np.ndarray):
-        return ids.lengths
+    if isinstance(lengths := getattr(ids, "lengths", None), np.ndarray):
+        return lengths
     return np.fromiter((len(sentence) for sentence in ids), dtype=np.int64, count=len(ids))
 
 
@@ -321,6 +327,9 @@ def prepared_data(
     codec = prepared.codec
     encode = (codec.src_tokenizer, codec.tgt_tokenizer, codec.src_vocab, codec.tgt_vocab)
     manifest = prepared.manifest
+    # The training ids are memory-mapped TokenArrays: sequences of id rows, though not declared as such
+    train_src = cast("Sequence[Sequence[int]]", prepared.train_src)
+    train_tgt = cast("Sequence[Sequence[int]]", prepared.train_tgt)
     splits = CorpusSplits(
         [],
         prepared.valid,
@@ -336,7 +345,7 @@ def prepared_data(
         tgt_tokenizer=codec.tgt_tokenizer,
         src_vocab=codec.src_vocab,
         tgt_vocab=codec.tgt_vocab,
-        train=EncodedSplit(prepared.train_src, prepared.train_tgt, examples=[]),
+        train=EncodedSplit(train_src, train_tgt, examples=[]),
         valid=_encode_examples(prepared.valid, *encode),
         test=_encode_examples(prepared.test, *encode),
     )

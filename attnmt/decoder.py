@@ -23,11 +23,12 @@ loop: a step does only what depends on the previous state.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.ao.nn.quantized.dynamic import Linear as Int8Linear  # what quantize.quantize_model makes of nn.Linear
 
 from attnmt.dropout import LockedDropout, WordDropout
 from attnmt.vocab import PAD
@@ -111,9 +112,10 @@ def _rnn_step(rnn: nn.RNNBase, input_gates: torch.Tensor, hidden: torch.Tensor, 
     that parts known in advance can be computed for all steps at once. hidden, cell: (L, B, H).
     Between layers, dropout as nn.GRU / nn.LSTM apply it. Returns the new (hidden, cell).
     """
-    new_hidden, new_cell = [], []
+    new_hidden: list[torch.Tensor] = []
+    new_cell: list[torch.Tensor] = []
     hidden_layers = hidden.unbind(0)
-    cell_layers = cell.unbind(0) if cell is not None else None
+    cell_layers = cell.unbind(0) if cell is not None else ()  # read only for an LSTM
     for layer in range(rnn.num_layers):
         if layer > 0:
             below = F.dropout(new_hidden[-1], rnn.dropout, rnn.training)
@@ -137,10 +139,10 @@ def _make_rnn(kind: str, input_size: int, hidden_size: int, num_layers: int, dro
     return rnn_class(input_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
 
 
-def _split_input_weight(rnn: nn.RNNBase, embedding_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first layer's W_ih split by columns: the part reading the embedding, the part reading the rest."""
-    weight = rnn.weight_ih_l0
-    return weight[:, :embedding_size], weight[:, embedding_size:]
+def _split_input_weight(rnn: nn.RNNBase, embedding_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The first layer's W_ih split by columns (the part reading the embedding, the part reading the rest), and b_ih."""
+    weight, bias = cast(torch.Tensor, rnn.weight_ih_l0), cast(torch.Tensor, rnn.bias_ih_l0)  # registered at run time
+    return weight[:, :embedding_size], weight[:, embedding_size:], bias
 
 
 def _full_sequence(rnn: nn.RNNBase, inputs: torch.Tensor, state: DecoderState) -> torch.Tensor:
@@ -149,7 +151,7 @@ def _full_sequence(rnn: nn.RNNBase, inputs: torch.Tensor, state: DecoderState) -
     return rnn(inputs, initial)[0]
 
 
-def _sampled_forward(decoder, tgt_in, state, source, *, teacher_forcing_ratio, generator):
+def _sampled_forward(decoder, tgt_in, state, source, teacher_forcing_ratio, generator):
     """Training with teacher forcing below 1, step by step through `decoder.step`.
 
     At each step t > 0 each sentence draws its own coin, as in scheduled sampling (Bengio et al.
@@ -166,7 +168,8 @@ def _sampled_forward(decoder, tgt_in, state, source, *, teacher_forcing_ratio, g
         coins = torch.rand(batch_size, steps, generator=generator, device=tgt_in.device)
         gold = coins < teacher_forcing_ratio  # (B, T)
     tokens = tgt_in[:, 0]
-    all_logits, all_weights = [], []
+    all_logits: list[torch.Tensor] = []
+    all_weights: list[torch.Tensor] = []
     for t in range(steps):
         if t > 0:
             predicted = all_logits[-1].argmax(dim=-1)  # (B,)
@@ -177,7 +180,7 @@ def _sampled_forward(decoder, tgt_in, state, source, *, teacher_forcing_ratio, g
     return torch.stack(all_logits, dim=1), torch.stack(all_weights, dim=1)  # (B, T, V), (B, T, S)
 
 
-def output_logits(layer: nn.Module, inputs: torch.Tensor, vocabulary: torch.Tensor | None) -> torch.Tensor:
+def output_logits(layer: nn.Linear | Int8Linear, inputs: torch.Tensor, vocabulary: torch.Tensor | None) -> torch.Tensor:
     """The output layer `layer` on inputs (..., E): logits (..., V), or with `vocabulary` (V',)
     target ids those rows of it only, (..., V'): a shortlist computes V' rows instead of V.
     A dynamically quantized layer (int8) gives its rows as float32, dequantized once and kept.
@@ -190,14 +193,14 @@ def output_logits(layer: nn.Module, inputs: torch.Tensor, vocabulary: torch.Tens
     if cached is not None and cached[0] is vocabulary:  # the batch's rows, gathered at its first step
         return F.linear(inputs, cached[1], cached[2])
     if callable(layer.weight):  # torch.ao's dynamic quantized Linear: weight() and bias() are methods
-        if getattr(layer, "_float_rows", None) is None:
-            layer._float_rows = (layer.weight().dequantize(), layer.bias())
-        weight, bias = layer._float_rows
+        if (float_rows := getattr(layer, "_float_rows", None)) is None:
+            float_rows = layer._float_rows = (layer.weight().dequantize(), layer.bias())  # type: ignore[assignment]  # torch's stub: Module.__setattr__ takes tensors and modules only
+        weight, bias = float_rows
     else:
         weight, bias = layer.weight, layer.bias
     rows = (weight.index_select(0, vocabulary), bias.index_select(0, vocabulary))
     if not tracing and not torch.is_grad_enabled():  # decoding: the same rows serve every step of the batch
-        layer._shortlist_rows = (vocabulary, *rows)
+        layer._shortlist_rows = (vocabulary, *rows)  # type: ignore[assignment]  # torch's stub: Module.__setattr__ takes tensors and modules only
     return F.linear(inputs, *rows)
 
 
@@ -234,6 +237,7 @@ class Bridge(nn.Module):
             encoder_hidden = encoder_hidden[-1:].expand(self.decoder_layers, -1, -1)  # (L, B, H_enc)
         if self.kind == "copy":
             return encoder_hidden.contiguous()  # (L, B, H), H == H_enc
+        assert self.projection is not None  # kind "tanh", the one with a projection
         return torch.tanh(self.projection(encoder_hidden))  # (L, B, H)
 
 
@@ -308,32 +312,30 @@ class BahdanauDecoder(nn.Module):
         `vocabulary` (V',) target ids, the logits (B, V') of those only."""
         assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
         embedded = self.dropout(self.word_dropout(self.embedding(prev_tokens)))  # (B, E)
-        embedding_weight, context_weight = _split_input_weight(self.rnn, self.embedding_size)
-        input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, G)
+        embedding_weight, context_weight, input_bias = _split_input_weight(self.rnn, self.embedding_size)
+        input_gates = F.linear(embedded, embedding_weight, input_bias)  # (B, G)
         state, context, weights = self._recur(input_gates, context_weight, state, source)
         return self._readout(state.hidden[-1], context, embedded, vocabulary), state, weights
 
     def forward(self, tgt_in, state, source: EncoderOutput, *, teacher_forcing_ratio=1.0, generator=None):
         """tgt_in (B, T) long -> (logits (B, T, V), attention weights (B, T, S))."""
         if teacher_forcing_ratio < 1.0:
-            return _sampled_forward(
-                self, tgt_in, state, source, teacher_forcing_ratio=teacher_forcing_ratio, generator=generator
-            )
+            return _sampled_forward(self, tgt_in, state, source, teacher_forcing_ratio, generator)
         embedded = self.dropout(self.word_dropout(self.embedding(tgt_in)))  # (B, T, E)
         steps = tgt_in.shape[1]
         if not self.attention.attends:  # a fixed context: no recurrence through attention
-            contexts, weights = self.attention.every_step(source.projected_keys, source.mask, steps)  # (B, T, H_k)
+            contexts, weights = self.attention.every_step(source.projected_keys, source.mask, steps)  # type: ignore[operator]  # NoAttention's method; the layering keeps attention.py's classes out of here. (B, T, H_k)
             tops = _full_sequence(self.rnn, torch.cat([embedded, contexts], dim=-1), state)  # (B, T, H)
             return self._readout(tops, contexts, embedded), weights
-        embedding_weight, context_weight = _split_input_weight(self.rnn, self.embedding_size)
-        input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, T, G), all steps at once
-        tops, contexts, all_weights = [], [], []
+        embedding_weight, context_weight, input_bias = _split_input_weight(self.rnn, self.embedding_size)
+        input_gates = F.linear(embedded, embedding_weight, input_bias)  # (B, T, G), all steps at once
+        all_tops, all_contexts, all_weights = [], [], []
         for step_gates in input_gates.unbind(dim=1):  # unbind: slicing [:, t] would give T full-size zero grads
             state, context, weights = self._recur(step_gates, context_weight, state, source)
-            tops.append(state.hidden[-1])
-            contexts.append(context)
+            all_tops.append(state.hidden[-1])
+            all_contexts.append(context)
             all_weights.append(weights)
-        logits = self._readout(torch.stack(tops, dim=1), torch.stack(contexts, dim=1), embedded)  # (B, T, V)
+        logits = self._readout(torch.stack(all_tops, dim=1), torch.stack(all_contexts, dim=1), embedded)  # (B, T, V)
         return logits, torch.stack(all_weights, dim=1)  # (B, T, V), (B, T, S)
 
 
@@ -426,24 +428,22 @@ class LuongDecoder(nn.Module):
         `vocabulary` (V',) target ids, the logits (B, V') of those only."""
         assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
         embedded = self.dropout(self.word_dropout(self.embedding(prev_tokens)))  # (B, E)
-        embedding_weight, feed_weight = _split_input_weight(self.rnn, self.embedding_size)
-        input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, G)
+        embedding_weight, feed_weight, input_bias = _split_input_weight(self.rnn, self.embedding_size)
+        input_gates = F.linear(embedded, embedding_weight, input_bias)  # (B, G)
         state, attentional, weights = self._recur(input_gates, feed_weight, state, source)
         return self._readout(attentional, vocabulary), state, weights
 
     def forward(self, tgt_in, state, source: EncoderOutput, *, teacher_forcing_ratio=1.0, generator=None):
         """tgt_in (B, T) long -> (logits (B, T, V), attention weights (B, T, S))."""
         if teacher_forcing_ratio < 1.0:
-            return _sampled_forward(
-                self, tgt_in, state, source, teacher_forcing_ratio=teacher_forcing_ratio, generator=generator
-            )
+            return _sampled_forward(self, tgt_in, state, source, teacher_forcing_ratio, generator)
         embedded = self.dropout(self.word_dropout(self.embedding(tgt_in)))  # (B, T, E)
         if not self.input_feeding:
             tops = _full_sequence(self.rnn, embedded, state)  # (B, T, H), one call
             attentional, weights = self._attend(tops, source)  # (B, T, H), (B, T, S)
             return self._readout(attentional), weights
-        embedding_weight, feed_weight = _split_input_weight(self.rnn, self.embedding_size)
-        input_gates = F.linear(embedded, embedding_weight, self.rnn.bias_ih_l0)  # (B, T, G), all steps at once
+        embedding_weight, feed_weight, input_bias = _split_input_weight(self.rnn, self.embedding_size)
+        input_gates = F.linear(embedded, embedding_weight, input_bias)  # (B, T, G), all steps at once
         all_attentional, all_weights = [], []
         for step_gates in input_gates.unbind(dim=1):  # unbind: slicing [:, t] would give T full-size zero grads
             state, attentional, weights = self._recur(step_gates, feed_weight, state, source)

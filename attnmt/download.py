@@ -124,6 +124,7 @@ def download(name: str, searched: list[Path] | tuple[Path, ...] = ()) -> Path:
 
 def _fetch_archive_member(remote: RemoteFile, destination: Path, hint: str) -> None:
     """Download the zip beside `destination`, verify it, and gzip its member into `destination`."""
+    assert remote.archive_member is not None  # only a file with a member is a zip
     fd, archive_name = tempfile.mkstemp(prefix=".download.", suffix=".zip.tmp", dir=destination.parent)
     os.close(fd)
     archive = Path(archive_name)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
-from attnmt.search.options import StepModel
+from attnmt.search.options import ShortlistStepModel
 from attnmt.tokenize import SentencePieceTokenizer, Tokenizer
 from attnmt.utils import UserError
 
@@ -37,7 +37,7 @@ class Ensemble:
     """Members' log-probabilities averaged at every step; attention is their mean, or the
     attention of member `attention` (an index) when the user asks to see one model's."""
 
-    def __init__(self, members: Sequence[StepModel], *, attention: str | int = "mean"):
+    def __init__(self, members: Sequence[ShortlistStepModel], *, attention: str | int = "mean"):
         if not members:
             raise ValueError("an ensemble needs at least one member")
         if attention != "mean" and not (isinstance(attention, int) and 0 <= attention < len(members)):
@@ -73,7 +73,8 @@ class Ensemble:
             states.append(member_state)
             weights.append(member_weights.float())
         mean = torch.stack(log_probs).mean(dim=0)  # (B, V)
-        attention = torch.stack(weights).mean(dim=0) if self.attention == "mean" else weights[self.attention]
+        # __init__ admits only "mean" or a member's index
+        attention = torch.stack(weights).mean(dim=0) if self.attention == "mean" else weights[cast(int, self.attention)]
         return mean, _PerMember(states), attention
 
 

@@ -43,6 +43,7 @@ from attnmt.splits import Example
 from attnmt.tokenize import WordTokenizer
 from attnmt.translate import Translator
 from attnmt.utils import Say, UserError, WriteFailed, silent, write_text_atomic
+from attnmt.vocab import SPECIALS, UNK
 
 
 @dataclass
@@ -97,8 +98,7 @@ def evaluate(
     references = [tuple(example.refs) for example in examples]
     translations = translator.translate(sources, options)
     hypotheses = [t.text for t in translations]
-    words = WordTokenizer(data.tgt_lang, lowercase=True)
-    source_words = WordTokenizer(data.src_lang)
+    words = WordTokenizer(data.tgt_lang, lowercase=True, keep=[SPECIALS[UNK]])  # a word model's <unk>: one token
     return Evaluation(
         sources=sources,
         references=references,
@@ -109,7 +109,7 @@ def evaluate(
             [words.tokenize(h) for h in hypotheses], [[words.tokenize(r) for r in refs] for refs in references]
         ),
         by_length=bleu_by_length(
-            [len(source_words.tokenize(s)) for s in sources],
+            [len(tokens) for tokens in map(WordTokenizer(data.src_lang).tokenize, sources)],
             hypotheses,
             references,
             edges=length_buckets,
@@ -174,8 +174,7 @@ def evaluate_runs(
     for name, spec in zip(system_names(systems), systems, strict=True):
         translator = load(spec)
         chosen = translator.search_options() if options_for is None else options_for(translator)
-        tuning = chosen if isinstance(chosen, Tuning) else None
-        options = tuning.options if tuning else chosen
+        tuning, options = (chosen, chosen.options) if isinstance(chosen, Tuning) else (None, chosen)
         examples = examples_for(translator)
         say(f"{name}: {translator.checkpoint}, {len(examples):,} sentences, beam {options.beam_size}")
         search = {
@@ -190,7 +189,7 @@ def evaluate_runs(
         evaluation = evaluate(translator, examples, options)
         results.append(RunEvaluation(name, translator.checkpoint, evaluation, search=search, members=members))
     bootstrap = significance([(r.name, r.evaluation) for r in results], bootstrap_samples)
-    for result, compared in zip(results, bootstrap or [None] * len(results), strict=True):
+    for result, compared in zip(results, bootstrap or (None,) * len(results), strict=True):
         result.bootstrap = compared
     return results
 
@@ -277,8 +276,9 @@ def choose_search(
         what = "given files" if scored == "files" else f"the {scored} split"
         raise UserError(f"tunes on the valid split and scores the test split, not {what}", field="tune")
     beams, penalties = tune_beams or TUNE_BEAMS, tune_penalties or TUNE_PENALTIES
-    kept = {"stopping": stopping, "min_length": min_length}
-    tuning = tune_search(translator, valid(), beams=beams, penalties=penalties, **kept, say=say)
+    tuning = tune_search(
+        translator, valid(), beams=beams, penalties=penalties, stopping=stopping, min_length=min_length, say=say
+    )
     say(f"tuned on valid: beam {tuning.options.beam_size}, length penalty {tuning.options.length_penalty}")
     return tuning
 
@@ -384,7 +384,7 @@ def export_int8_or_float32(
     with tempfile.TemporaryDirectory(prefix=f".{output.name}.", dir=output.parent) as folder:
         float32 = export_onnx(spec.paths[0], Path(folder) / "float32", which=spec.checkpoint, shortlist=shortlist)
         int8 = quantize_export(float32, Path(folder) / "int8", portable=portable)
-        exports = [ModelSpec(directory, device="cpu", data_dir=spec.data_dir) for directory in (float32, int8)]
+        exports = [ModelSpec((str(directory),), device="cpu", data_dir=spec.data_dir) for directory in (float32, int8)]
         translators = [load(export) for export in exports]
         examples = split_examples(translators[0].config.data, "valid")
         greedy = translators[0].search_options(beam_size=1)

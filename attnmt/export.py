@@ -39,13 +39,14 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 from torch import nn
 
 from attnmt.checkpoint import load_trained
 from attnmt.decoder import DecoderState, EncoderOutput
-from attnmt.model import Seq2Seq
+from attnmt.model import Attention, Seq2Seq
 from attnmt.shortlist import FILENAME as SHORTLIST_FILE
 from attnmt.utils import UserError, atomic_folder, naming_file, replace_folder
 
@@ -76,7 +77,7 @@ class UnpackedEncoder(nn.Module):
     def __init__(self, model: Seq2Seq):
         super().__init__()
         encoder = model.encoder
-        self.embedding, self.attention = encoder.embedding, model.decoder.attention
+        self.embedding, self.attention = encoder.embedding, cast(Attention, model.decoder.attention)
         rnn = encoder.rnn
         self.directions = encoder.directions
         self.layers = nn.ModuleList()
@@ -121,8 +122,9 @@ class _Init(nn.Module):
         return tuple(part for part in self.decoder.init_state(final_hidden) if part is not None)
 
 
-class _Step(nn.Module):
-    """One decoder step as log-probabilities; the state flattened to its present parts."""
+class _StepBase(nn.Module):
+    """One decoder step as log-probabilities; the state flattened to its present parts. Each
+    subclass's `forward` takes the graph's inputs in its own order."""
 
     def __init__(self, model: Seq2Seq, state_names: tuple[str, ...]):
         super().__init__()
@@ -135,11 +137,15 @@ class _Step(nn.Module):
         log_probs, new_state, attention = self.model.next_log_probs(prev_tokens, decoder_state, source, vocabulary)
         return (log_probs, attention, *(part for part in new_state if part is not None))
 
+
+class _Step(_StepBase):
+    """One decoder step over the whole target vocabulary: log-probabilities (B, V)."""
+
     def forward(self, prev_tokens, memory, projected_keys, mask, *state):
         return self.step(prev_tokens, memory, projected_keys, mask, state)
 
 
-class _ShortlistStep(_Step):
+class _ShortlistStep(_StepBase):
     """One decoder step over the target ids `vocabulary` (V',) only: log-probabilities (B, V')."""
 
     def forward(self, prev_tokens, vocabulary, memory, projected_keys, mask, *state):
@@ -250,6 +256,7 @@ def _export_graph(module: nn.Module, args: tuple, path: Path, names: dict, dynam
                 opset_version=OPSET,
                 verbose=False,
             )
+            assert program is not None  # dynamo=True always gives one
             with naming_file(path):
                 program.save(str(path), external_data=False)
     finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Generic, TypeVar
 
 Item = TypeVar("Item")
@@ -77,9 +77,11 @@ class Prefetched(Generic[Item, Made]):
         self.close()
 
 
-def feed(items: Iterator[Item], make: Callable[[Item], Made], ahead: int) -> Iterator[tuple[Item, Made]]:
+def feed(
+    items: Iterator[Item], make: Callable[[Item], Made], ahead: int
+) -> Generator[tuple[Item, Made], None, None] | Prefetched[Item, Made]:
     """(item, make(item)) for each item: made `ahead` in advance by a background thread
-    (`Prefetched`), or in line when `ahead` is 0."""
+    (`Prefetched`), or in line when `ahead` is 0. Either closes (`contextlib.closing`)."""
     if ahead == 0:
         return ((item, make(item)) for item in items)
     return Prefetched(items, make, ahead)

@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -28,7 +29,7 @@ from attnmt.config import Config, load_config
 from attnmt.engine import OnnxModel
 from attnmt.ensemble import Ensemble, check_compatible
 from attnmt.export import export_onnx, is_export, read_export
-from attnmt.model import build_model
+from attnmt.model import Seq2Seq, build_model
 from attnmt.quantize import CHOICES as QUANTIZE_CHOICES
 from attnmt.quantize import quantize_export, quantize_model
 from attnmt.shortlist import FILENAME as SHORTLIST_FILE
@@ -190,12 +191,12 @@ def _configured(config: Config, spec: ModelSpec) -> Config:
 
 def _load_one(spec: ModelSpec, path: str) -> Translator:
     if spec.runs_on_onnxruntime(path):
-        model = OnnxModel(path, threads=spec.threads)
-        directory = model.export.directory
+        onnx_model = OnnxModel(path, threads=spec.threads)
+        directory = onnx_model.export.directory
         config = _configured(load_config(directory / "config.yaml"), spec)
         codec = TextCodec.load(directory, config.data)
         parameters = _parameters_of(config, codec)
-        return Translator(model, codec, config, device="cpu", checkpoint=directory, parameters=parameters)
+        return Translator(onnx_model, codec, config, device="cpu", checkpoint=directory, parameters=parameters)
     device = choose_device("cpu" if spec.quantize != "none" else spec.device, field="device")
     trained = load_trained(path, spec.checkpoint)
     config = _configured(trained.config, spec)
@@ -203,7 +204,7 @@ def _load_one(spec: ModelSpec, path: str) -> Translator:
     model = trained.model.to(device)
     parameters = sum(parameter.numel() for parameter in model.parameters())
     if spec.quantize != "none":
-        model = quantize_model(model)
+        model = cast(Seq2Seq, quantize_model(model))  # a copy of the Seq2Seq, its linear layers int8
     return Translator(model, codec, config, device=device, checkpoint=trained.checkpoint, parameters=parameters)
 
 

@@ -16,8 +16,9 @@ Leaf module: imports nothing from attnmt but utils, and no torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass
+from typing import cast
 
 from sacrebleu.metrics import BLEU, CHRF
 
@@ -48,7 +49,13 @@ def reference_streams(references: References) -> list[list[str | None]]:
     return [[refs[k] if k < len(refs) else None for refs in references] for k in range(depth)]
 
 
-def _check(hypotheses: Sequence[str], references: References) -> None:
+def _streams(references: References) -> Sequence[Sequence[str]]:
+    """`reference_streams` as sacreBLEU's hints have them: it takes None for a missing reference
+    (its documented `nrefs:var`), though the hints say strings only."""
+    return cast("Sequence[Sequence[str]]", reference_streams(references))
+
+
+def _check(hypotheses: Sized, references: Sized) -> None:
     if len(hypotheses) != len(references):
         raise UserError(f"{len(hypotheses)} hypotheses but {len(references)} reference sets")
 
@@ -58,7 +65,7 @@ def bleu(hypotheses: Sequence[str], references: References, lowercase: bool = Fa
     lowercased text (the signature then says case:lc)."""
     _check(hypotheses, references)
     metric = BLEU(lowercase=lowercase)
-    result = metric.corpus_score(list(hypotheses), reference_streams(references))
+    result = metric.corpus_score(list(hypotheses), _streams(references))
     ratio = result.sys_len / result.ref_len if result.ref_len else None
     return Score("BLEU", result.score, str(metric.get_signature()), str(result), ratio)
 
@@ -67,7 +74,7 @@ def chrf(hypotheses: Sequence[str], references: References, lowercase: bool = Fa
     """sacreBLEU chrF2 on detokenized text, multi-reference."""
     _check(hypotheses, references)
     metric = CHRF(lowercase=lowercase)
-    result = metric.corpus_score(list(hypotheses), reference_streams(references))
+    result = metric.corpus_score(list(hypotheses), _streams(references))
     return Score("chrF2", result.score, str(metric.get_signature()), str(result))
 
 
@@ -87,7 +94,7 @@ def tokenized_bleu(
     metric = BLEU(tokenize="none", lowercase=True, force=True)
     hypotheses = [" ".join(tokens) for tokens in hypothesis_tokens]
     references = [[" ".join(tokens) for tokens in refs] for refs in reference_tokens]
-    result = metric.corpus_score(hypotheses, reference_streams(references))
+    result = metric.corpus_score(hypotheses, _streams(references))
     return Score("BLEU-tok-lc", result.score, str(metric.get_signature()), str(result))
 
 
@@ -148,20 +155,25 @@ def paired_bootstrap(
     systems: Sequence[tuple[str, Sequence[str]]], references: References, samples: int = 1000, lowercase: bool = False
 ) -> list[BootstrapResult]:
     """Paired bootstrap resampling (Koehn 2004) of BLEU; the first system is the baseline."""
-    from sacrebleu.significance import PairedTest
+    from sacrebleu.significance import PairedTest, Result
 
     for _, hypotheses in systems:
         _check(hypotheses, references)
     test = PairedTest(
         [(name, list(hyps)) for name, hyps in systems],
         {"BLEU": BLEU(lowercase=lowercase)},
-        reference_streams(references),
+        _streams(references),
         test_type="bs",
         n_samples=samples,
     )
     _, scores = test()
     results = []
     for index, ((name, _), result) in enumerate(zip(systems, scores["BLEU"], strict=True)):
-        p_value = None if index == 0 else float(result.p_value)
+        # a metric's column holds Results (names are the "System" column's); the bootstrap sets mean and ci
+        assert isinstance(result, Result) and result.mean is not None and result.ci is not None
+        p_value: float | None = None
+        if index > 0:  # every system but the baseline has its p-value
+            assert result.p_value is not None
+            p_value = float(result.p_value)
         results.append(BootstrapResult(name, float(result.score), float(result.mean), float(result.ci), p_value))
     return results

@@ -35,7 +35,7 @@ class ConcatenatedIds(Sequence):
     def __len__(self) -> int:
         return len(self.first) + len(self.second)
 
-    def __getitem__(self, index: int) -> Sequence[int]:
+    def __getitem__(self, index: int) -> Sequence[int]:  # type: ignore[override]  # by position only: nothing slices it
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):

@@ -15,6 +15,8 @@ The model's calls, all batch-first:
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 from torch import nn
 
@@ -23,6 +25,10 @@ from attnmt.config import ModelConfig
 from attnmt.decoder import BahdanauDecoder, Bridge, DecoderState, EncoderOutput, LuongDecoder
 from attnmt.encoder import Encoder
 from attnmt.vocab import PAD
+
+# The scorers `build_model` chooses from. A decoder holds its one as an nn.Module: the layering
+# keeps attention.py out of decoder.py, so only this module can say which classes they are.
+Attention = AdditiveAttention | DotAttention | GeneralAttention | NoAttention
 
 
 class Seq2Seq(nn.Module):
@@ -38,7 +44,7 @@ class Seq2Seq(nn.Module):
         memory, final_hidden = self.encoder(src, src_lengths)  # (B, S, H_enc), (L_enc, B, H_enc)
         positions = torch.arange(src.shape[1], device=src.device)
         mask = positions.unsqueeze(0) < src_lengths.to(src.device).unsqueeze(1)  # (B, S)
-        projected_keys = self.decoder.attention.project_keys(memory, mask)
+        projected_keys = cast(Attention, self.decoder.attention).project_keys(memory, mask)
         return EncoderOutput(memory, mask, projected_keys, final_hidden)
 
     def init_state(self, encoder_output: EncoderOutput) -> DecoderState:
@@ -109,7 +115,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     )
     sizes = {"query_size": cfg.decoder_hidden, "key_size": encoder.output_size}
     if cfg.attention == "additive":
-        attention = AdditiveAttention(**sizes, attention_size=cfg.attention_size or cfg.decoder_hidden)
+        attention: Attention = AdditiveAttention(**sizes, attention_size=cfg.attention_size or cfg.decoder_hidden)
     elif cfg.attention in ("dot", "scaled_dot"):
         attention = DotAttention(**sizes, scaled=cfg.attention == "scaled_dot")
     elif cfg.attention == "general":
@@ -122,7 +128,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
         decoder_layers=cfg.decoder_layers,
         kind=cfg.bridge,
     )
-    common = {
+    common: dict[str, Any] = {  # the arguments both decoders take
         "vocab_size": tgt_vocab_size,
         "embedding_size": cfg.embedding_size,
         "hidden_size": cfg.decoder_hidden,
@@ -138,7 +144,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
         "padding_idx": PAD,
     }
     if cfg.decoder == "bahdanau":
-        decoder = BahdanauDecoder(**common)
+        decoder: BahdanauDecoder | LuongDecoder = BahdanauDecoder(**common)
     else:
         decoder = LuongDecoder(**common, input_feeding=cfg.input_feeding, feed_dropout=cfg.feed_dropout)
     if cfg.tie_source_embeddings:
@@ -189,7 +195,7 @@ def initialize(model: nn.Module, *, scheme: str, scale: float = 0.1) -> None:
 
 def _gate_size(model: nn.Module, parameter_name: str) -> int:
     """The hidden size of the RNN owning `parameter_name`: one gate block's rows."""
-    return model.get_submodule(parameter_name.rsplit(".", 1)[0]).hidden_size
+    return cast(nn.RNNBase, model.get_submodule(parameter_name.rsplit(".", 1)[0])).hidden_size
 
 
 def summary(model: nn.Module) -> str:
@@ -197,7 +203,8 @@ def summary(model: nn.Module) -> str:
 
     A parameter shared by two parts (tied embeddings) is counted once, where it first appears.
     """
-    rows, seen = [], set()
+    rows = []
+    seen: set[int] = set()  # ids of the parameters counted so far
     for top_name, top in model.named_children():
         for part_name, part in top.named_children():
             fresh = [p for p in part.parameters() if id(p) not in seen]

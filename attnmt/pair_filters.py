@@ -139,7 +139,8 @@ def filter_training_pairs(
     """Apply max_src_tokens, max_tgt_tokens and max_length_ratio; the kept pairs and, per
     setting, how many pairs it dropped (each pair counted under the first limit it breaks)."""
     rules = PairRules(cfg)
-    kept, dropped = [], {}
+    kept = []
+    dropped: dict[str, int] = {}
     for src, tgt in pairs:
         broken = rules.broken_limit(src, tgt)
         if broken is None:

@@ -12,6 +12,7 @@ import itertools
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 from attnmt.config import DataConfig
 from attnmt.distillation_record import check_student
@@ -126,13 +127,16 @@ def load_user_data(cfg: DataConfig) -> CorpusSplits:
     def read(path: str | None, key: str) -> list[tuple[str, str]] | None:
         return None if path is None else list(_read_user_pairs(cfg, user_files(cfg, path, key)))
 
-    return assemble(cfg, read(cfg.train, "train"), read(cfg.valid, "valid"), read(cfg.test, "test"), None)
+    train = read(cfg.train, "train")
+    assert train is not None  # _check_user_data refused a config without data.train
+    return assemble(cfg, train, read(cfg.valid, "valid"), read(cfg.test, "test"), None)
 
 
 def stream_user_data(cfg: DataConfig) -> CorpusStream:
     """User data with its own valid and test files: the training file(s) are streamed."""
     _check_user_data(cfg)
-    train, valid, test = (user_files(cfg, path, key) for key, path in split_paths(cfg))
+    # every path is set: data.train checked just above, data.valid and data.test by the caller (`streamable`)
+    train, valid, test = (user_files(cfg, cast(str, path), key) for key, path in split_paths(cfg))
     return streamed(
         cfg,
         None,
@@ -144,7 +148,7 @@ def stream_user_data(cfg: DataConfig) -> CorpusStream:
     )
 
 
-def split_paths(cfg: DataConfig) -> list[tuple[str, str]]:
+def split_paths(cfg: DataConfig) -> list[tuple[str, str | None]]:
     return [("train", cfg.train), ("valid", cfg.valid), ("test", cfg.test)]
 
 

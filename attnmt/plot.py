@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -157,11 +158,12 @@ def scores_by_value(
     more); anything else is placed in first-seen order."""
     values = [x for series in panels.values() for points in series.values() for x in points]
     numeric = bool(values) and all(_is_number(x) for x in values)
-    log_x = numeric and min(values) > 0 and max(values) / min(values) >= 20
+    numbers = cast("list[float]", values)  # used only when `numeric`: then each is an int or float
+    log_x = numeric and min(numbers) > 0 and max(numbers) / min(numbers) >= 20
     order = {x: i for i, x in enumerate(dict.fromkeys(values))}
 
     def position(x: object) -> float:
-        return x if numeric else order[x]
+        return cast(float, x) if numeric else order[x]
 
     figure, axes_list = _figure(1, len(panels), figsize=(5.0 * len(panels), 3.6), squeeze=False)
     for axes, (title, series) in zip(axes_list[0], panels.items(), strict=True):

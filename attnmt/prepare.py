@@ -333,7 +333,8 @@ class _Totals:
     def __init__(self) -> None:
         self.numbers: dict[str, int] = {}
         self.totals = {side: np.zeros(0, np.int64) for side in SIDES}
-        self.raw_pairs, self.dropped = 0, {}
+        self.raw_pairs = 0
+        self.dropped: dict[str, int] = {}
 
     def add(self, chunk: _Chunk) -> np.ndarray:
         """Merge a chunk; its table's provisional ids ((len(chunk.table),) int64)."""

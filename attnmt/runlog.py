@@ -17,6 +17,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -105,7 +106,7 @@ class ProgressDisplay:
     ) -> None:
         if self.progress is None:
             return
-        fields = {"step": step}
+        fields: dict[str, Any] = {"step": step}  # rich takes any value for the bar's columns
         if loss is not None:
             fields.update(loss=f"{loss:.3f}", speed=f"{speed:,.0f}", lr=f"{lr:.2e}")
         self.progress.update(self.task, completed=step if self.by_steps else elapsed, **fields)

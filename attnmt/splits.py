@@ -110,7 +110,8 @@ def assemble(
     if raw_pairs == 0:
         raise UserError(f"data.train: the training data of {cfg.corpus} is empty")
     if cfg.subset == "short":
-        train, valid, test = (short_pairs(pairs, cfg) if pairs is not None else None for pairs in (train, valid, test))
+        train = short_pairs(train, cfg)
+        valid, test = (short_pairs(pairs, cfg) if pairs is not None else None for pairs in (valid, test))
     train, valid_examples, test_examples = split_by_source(
         train,
         valid_size=cfg.valid_size if valid is None else 0,

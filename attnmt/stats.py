@@ -46,7 +46,9 @@ def unknown_rate(id_lists: Sequence[Sequence[int]]) -> float:
     return unknown / total if total else 0.0
 
 
-def padding_ratio(batches: Sequence[Sequence[int]], src_lengths: Sequence[int], tgt_lengths: Sequence[int]) -> float:
+def padding_ratio(
+    batches: Sequence[Sequence[int]], src_lengths: Sequence[int] | np.ndarray, tgt_lengths: Sequence[int] | np.ndarray
+) -> float:
     """Fraction of padded slots in the source and target tensors the batches become."""
     real = padded = 0
     for batch in batches:

@@ -46,11 +46,14 @@ class Resegmenter:
         # one seed a batch, below 2**32 as SentencePiece takes it
         sentencepiece.set_random_generator_seed((self.seed * 1_000_003 + epoch * 100_003 + position) % 2**32)
         codec = self.codec
+        src_tokenizer, tgt_tokenizer = codec.src_tokenizer, codec.tgt_tokenizer  # SentencePiece's: __init__ checked
+        assert isinstance(src_tokenizer, SentencePieceTokenizer) and isinstance(tgt_tokenizer, SentencePieceTokenizer)
         sides = (
-            (src_ids, codec.src_vocab, codec.src_tokenizer),
-            (tgt_ids, codec.tgt_vocab, codec.tgt_tokenizer),
+            (src_ids, codec.src_vocab, src_tokenizer),
+            (tgt_ids, codec.tgt_vocab, tgt_tokenizer),
         )
-        return tuple({i: self._resample(ids[i], vocab, tokenizer) for i in indices} for ids, vocab, tokenizer in sides)
+        src, tgt = ({i: self._resample(ids[i], vocab, tokenizer) for i in indices} for ids, vocab, tokenizer in sides)
+        return src, tgt
 
     def _resample(self, ids: Sequence[int], vocab, tokenizer: SentencePieceTokenizer) -> list[int]:
         ids = [int(i) for i in ids]

@@ -113,7 +113,8 @@ def _split_word(word: str, lang: str) -> list[str]:
     """Split one regex word into clitics and numeric pieces, per the module docstring."""
     if "-" in word and all(_NUMBER.fullmatch(piece) for piece in word.split("-")):
         return [piece for number in word.split("-") for piece in ("-", number)][1:]
-    prefix, suffix = [], []
+    prefix: list[str] = []
+    suffix: list[str] = []
     if lang == "fr":
         while elided := _FRENCH_ELISION_PREFIX.match(word):
             prefix.append(elided.group())
@@ -139,17 +140,27 @@ class WordTokenizer:
     """Rule-based word tokenizer for `lang` ("en" and "fr" get their clitic rules, "fr" its
     spacing; other languages the neutral rules). The module docstring has the conventions."""
 
-    def __init__(self, lang: str, lowercase: bool = False):
+    def __init__(self, lang: str, lowercase: bool = False, keep: Sequence[str] = ()):
+        """`keep`: strings that are one token wherever they occur, e.g. a model's "<unk>", which
+        the rules would split into "<" "unk" ">"."""
         self.lang = lang
         self.lowercase = lowercase
+        self.keep = tuple(keep)
+        self._kept = re.compile("(" + "|".join(map(re.escape, self.keep)) + ")") if self.keep else None
 
     def __repr__(self) -> str:
-        return f"WordTokenizer(lang={self.lang!r}, lowercase={self.lowercase})"
+        return f"WordTokenizer(lang={self.lang!r}, lowercase={self.lowercase}, keep={self.keep!r})"
 
     def tokenize(self, text: str) -> list[str]:
         text = normalize_text(text)
         if self.lowercase:
             text = text.lower()
+        parts = self._kept.split(text) if self._kept else [text]  # kept strings at the odd positions
+        return [
+            token for position, part in enumerate(parts) for token in ([part] if position % 2 else self._words(part))
+        ]
+
+    def _words(self, text: str) -> list[str]:
         return [piece for word in _token_pattern().findall(text) for piece in _split_word(word, self.lang)]
 
     def prefix_tokens(self, text: str) -> tuple[list[str], str]:
@@ -191,7 +202,8 @@ class WordTokenizer:
 
     def _glue_flags(self, tokens: list[str]) -> list[bool]:
         """For each token: whether it is written right after the previous one, with no space."""
-        sticks_to_previous, sticks_to_next = [], []
+        sticks_to_previous: list[bool] = []
+        sticks_to_next: list[bool] = []
         open_quotes: set[str] = set()
         for i, token in enumerate(tokens):
             previous = tokens[i - 1] if i > 0 else ""
@@ -337,7 +349,7 @@ class SentencePieceTokenizer:
         return {"model_path": self._model_path, "lowercase": self.lowercase}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["model_path"], state["lowercase"])
+        type(self).__init__(self, state["model_path"], state["lowercase"])
 
     def tokenize(self, text: str) -> list[str]:
         text = normalize_text(text)

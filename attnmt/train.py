@@ -27,7 +27,7 @@ from attnmt.checkpoint import load_trainer_state, load_weights, read_index, reso
 from attnmt.codec import TextCodec
 from attnmt.config import Config, save_config
 from attnmt.continued import continuation, training_batches
-from attnmt.data import Batch, DataBundle, collate, prepared_data
+from attnmt.data import Batch, DataBundle, IdsByIndex, collate, prepared_data
 from attnmt.feeding import feed
 from attnmt.loss import loss_denominator, token_loss
 from attnmt.metrics import bleu, perplexity
@@ -106,6 +106,7 @@ def validate(model, bundle: DataBundle, config: Config, device: torch.device) ->
         )
         texts = [codec.decode_target(h[0].tokens) for h in hypotheses]
         score = bleu(texts, [e.refs for e in examples], lowercase=config.data.lowercase)
+        assert score.length_ratio is not None  # None only if every reference is empty; shown below as a number
         results["valid_bleu"], results["valid_length_ratio"] = score.score, score.length_ratio
     model.train(was_training)
     return results
@@ -185,13 +186,7 @@ class Trainer:
     """One training run: holds the model, optimizer, data and progress between steps."""
 
     def __init__(
-        self,
-        config: Config,
-        *,
-        resume: bool,
-        log=print,
-        bundle: DataBundle | None = None,
-        on_validation=None,
+        self, config: Config, *, resume: bool, log=print, bundle: DataBundle | None = None, on_validation=None
     ) -> None:
         self.continued = continuation(config, resume)  # None for a run from scratch (`continued`)
         config = self.continued.config if self.continued else config
@@ -294,9 +289,11 @@ class Trainer:
         copy to it runs without holding the host. With subword sampling, its sentences segmented
         at random, the draws fixed by (seed, epoch, position)."""
         share, _ = _shard(indices, self.context.rank, self.context.world_size)
-        src_ids, tgt_ids = self.bundle.train.src_ids, self.bundle.train.tgt_ids
+        train = self.bundle.train
+        src_ids: IdsByIndex = train.src_ids  # with subword sampling, the share's {index: ids} instead
+        tgt_ids: IdsByIndex = train.tgt_ids
         if self.resegment is not None:
-            src_ids, tgt_ids = self.resegment(share, src_ids, tgt_ids, epoch, position)
+            src_ids, tgt_ids = self.resegment(share, train.src_ids, train.tgt_ids, epoch, position)
         batch = collate(share, src_ids, tgt_ids)
         return batch.pin_memory() if self.device.type == "cuda" else batch
 
@@ -379,6 +376,7 @@ class Trainer:
         )
         started, elapsed_before = time.perf_counter(), progress.elapsed
         # The loss is summed on the device and read at logging only: no wait for the GPU per step for it.
+        window: dict[str, torch.Tensor | float]  # the loss a tensor, the rest numbers
         window = {"loss": torch.zeros((), device=self.device), "steps": 0, "tokens": progress.tokens, "time": started}
         last_validated = progress.step if progress.history else -1
         with StopSignal(train.stop_grace_seconds, what="training") as stop, closing(stream):

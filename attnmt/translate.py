@@ -14,8 +14,9 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
+import numpy as np
 import torch
 
 from attnmt.alignment import alignment, word_of_tokens
@@ -25,7 +26,7 @@ from attnmt.plot import attention_grid, attention_heatmap
 from attnmt.search.beam import BeamStep, beam_search
 from attnmt.search.decode import Shortlisting, decode_all, steering_of
 from attnmt.search.hypotheses import Hypothesis
-from attnmt.search.options import SearchOptions, StepModel, length_penalty
+from attnmt.search.options import SearchOptions, ShortlistStepModel, length_penalty
 from attnmt.search.phrases import missing, parse_required
 from attnmt.search.prefix import Prefix, kept, parse_prefixes, surfaces
 from attnmt.search.teacher import teacher_forced
@@ -122,7 +123,7 @@ class Translator:
 
     def __init__(
         self,
-        model: StepModel,
+        model: ShortlistStepModel,
         codec: TextCodec,
         config: Config,
         *,
@@ -137,9 +138,7 @@ class Translator:
         one checkpoint), `parameters` the model's number of parameters (an ensemble's: all its
         members'), `shortlist` the vocabulary shortlist every search uses (None: the whole
         vocabulary). `loading.load` builds one from a `ModelSpec`."""
-        self.model = model
-        self.codec = codec
-        self.config = config
+        self.model, self.codec, self.config = model, codec, config
         self.device = device
         self.checkpoint = checkpoint
         self.members = list(members) or [checkpoint]
@@ -198,7 +197,7 @@ class Translator:
         for index, (sentence, tokens, candidates) in enumerate(zip(sentences, source_tokens, hypotheses, strict=True)):
             # decode_all gives an empty source one empty hypothesis, so `outputs` is never empty.
             prefix = None if parsed is None else parsed[index]
-            phrases = ([], []) if phrase_ids is None else (required[index], phrase_ids[index])
+            phrases = ([], []) if required is None or phrase_ids is None else (required[index], phrase_ids[index])
             best = self._steered(sentence, tokens, candidates, prefix, *phrases)
             if best.missing:
                 names = ", ".join(repr(phrase) for phrase in best.missing)
@@ -233,12 +232,12 @@ class Translator:
     ) -> list[Translation]:
         """`translate` of sentences given as text or as `Source`s, whose prefixes are continued and
         whose required phrases are met."""
-        if all(isinstance(source, str) for source in sources):
-            return self.translate(sources, options, first_number=first_number, say=say)
-        sources = [Source(source) if isinstance(source, str) else source for source in sources]
-        prefixes = [source.prefix for source in sources] if any(source.prefix for source in sources) else None
-        required = [list(source.required) for source in sources] if any(s.required for s in sources) else None
-        texts = [source.text for source in sources]
+        if all(isinstance(source, str) for source in sources):  # all text, as the cast below tells the type checker
+            return self.translate(cast("Sequence[str]", sources), options, first_number=first_number, say=say)
+        given = [Source(source) if isinstance(source, str) else source for source in sources]
+        prefixes = [source.prefix for source in given] if any(source.prefix for source in given) else None
+        required = [list(source.required) for source in given] if any(s.required for s in given) else None
+        texts = [source.text for source in given]
         return self.translate(texts, options, prefixes=prefixes, required=required, first_number=first_number, say=say)
 
     def check_required(self, required: Sequence[Sequence[str]], first_number: int = 1) -> None:
@@ -395,7 +394,7 @@ class Translator:
 # --- pictures ---------------------------------------------------------------------------
 
 
-def _heatmap_item(translation: Translation):
+def _heatmap_item(translation: Translation) -> tuple[np.ndarray, list[str], list[str]]:
     if not translation.source_tokens:
         raise UserError("an empty sentence has no attention to draw")
     return translation.attention.numpy(), translation.source_tokens, [*translation.tokens, EOS_LABEL]

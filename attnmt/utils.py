@@ -332,7 +332,8 @@ class StopSignal:
         self.grace_seconds, self.what = grace_seconds, what
         self.previous_handlers: dict = {}
         self.previous_wakeup_fd = -1
-        self._reader = self._writer = None
+        self._reader: socket.socket | None = None
+        self._writer: socket.socket | None = None
         self._done = threading.Event()
 
     def __enter__(self) -> StopSignal:
@@ -350,6 +351,7 @@ class StopSignal:
         self.received = number  # also set by the watchdog; this runs once the main thread is back in Python
 
     def _watch(self) -> None:
+        assert self._reader is not None  # __enter__ opens the sockets before starting this thread
         deadline, count = None, 0
         while not self._done.is_set():
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -377,7 +379,7 @@ class StopSignal:
         os._exit(self.EXIT_CODE)
 
     def __exit__(self, *exc) -> None:
-        if self._reader is None:
+        if self._reader is None or self._writer is None:  # never entered, or entered off the main thread
             return
         self._done.set()
         signal.set_wakeup_fd(self.previous_wakeup_fd)

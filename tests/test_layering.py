@@ -185,6 +185,7 @@ ALLOWED = {
         "shortlist",
         "tokenize",
         "translate",
+        "vocab",
         "search.options",
     },
     "stream": {"loading", "translate", "search.options"},

@@ -72,3 +72,21 @@ def test_paired_bootstrap_prefers_the_better_system():
     baseline, other = paired_bootstrap([("good", good), ("bad", bad)], refs, samples=200)
     assert baseline.p_value is None and baseline.bleu > other.bleu
     assert other.p_value < 0.05
+
+
+def test_evaluation_counts_a_word_models_unk_as_the_one_token_it_wrote():
+    """Tokenized BLEU re-tokenizes the detokenized output: "<unk>" must stay one (unmatched)
+    token there, or a word model's outputs look 2 tokens longer for each word it did not know."""
+    from types import SimpleNamespace
+
+    from attnmt.evaluation import evaluate
+    from attnmt.splits import Example
+
+    class Writes:
+        config = SimpleNamespace(data=SimpleNamespace(src_lang="en", tgt_lang="de", lowercase=True))
+
+        def translate(self, sources, options):
+            return [SimpleNamespace(text="ein <unk> läuft.") for _ in sources]
+
+    scored = evaluate(Writes(), [Example("a man runs.", ("Ein Mann läuft.",))])
+    assert "hyp_len = 4 ref_len = 4" in scored.tokenized_bleu.detail

@@ -118,6 +118,20 @@ def test_detokenized_text_tokenizes_back_to_the_same_tokens(text, tokenizer):
     assert tokenizer.tokenize(tokenizer.detokenize(tokens)) == tokens
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.one_of(st.just("<unk>"), any_text), max_size=6), tokenizer=tokenizers)
+def test_a_kept_string_is_one_token_and_the_rest_is_tokenized_as_without_it(pieces, tokenizer):
+    """A word model writes "<unk>" for words it does not know: scoring its tokens must count it
+    as one token, as the model wrote it, not as "<" "unk" ">"."""
+    keeping = WordTokenizer(tokenizer.lang, lowercase=tokenizer.lowercase, keep=["<unk>"])
+    text = " ".join(pieces)
+    tokens = keeping.tokenize(text)
+    normalized = normalize_text(text).lower() if tokenizer.lowercase else normalize_text(text)
+    assert tokens.count("<unk>") == normalized.count("<unk>")
+    assert [token for token in tokens if token != "<unk>"] == tokenizer.tokenize(normalized.replace("<unk>", " "))
+    assert keeping.tokenize(keeping.detokenize(tokens)) == tokens
+
+
 @given(text=any_text)
 def test_normalize_text_is_idempotent(text):
     assert normalize_text(normalize_text(text)) == normalize_text(text)

@@ -180,7 +180,7 @@ def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.loading import load  # torch: not loaded to build the parser
     from attnmt.stream import StreamProgress, translate_windows
     from attnmt.textfiles import count_lines, prompt_lines
-    from attnmt.translate import Source
+    from attnmt.translate import Source, Translation
 
     if args.workers < 1:
         raise UserError(f"expected at least 1 process, got {args.workers}", field="workers")
@@ -211,8 +211,9 @@ def run(args: argparse.Namespace, console: Console) -> None:
             typed = (
                 list(_sources(line if tags is None else tags.texts(line), args, glossary)) for line in prompt_lines()
             )
-            chunks = (translator.translate_sources(line, options) for line in typed)
+            chunks: Iterator[list[Translation]] = (translator.translate_sources(line, options) for line in typed)
         else:
+            lines: Iterable[str | Source]
             if args.prefix:
                 pairs = zip(args.sentences, args.prefix, strict=True)
                 lines = [Source(s, prefix, required_phrases(s, args.require, glossary)) for s, prefix in pairs]
@@ -264,7 +265,7 @@ def _translate_documents(args, translator, spec, options, glossary, out: TextIO,
     from attnmt.documents import Documents
     from attnmt.stream import StreamProgress, translate_windows
     from attnmt.textfiles import prompt_lines, stream_lines
-    from attnmt.translate import MAX_SOURCE_TOKENS, warn
+    from attnmt.translate import MAX_SOURCE_TOKENS, Translation, warn
 
     def count_tokens(text: str) -> int:
         return len(translator.codec.source_tokens(text))
@@ -272,7 +273,7 @@ def _translate_documents(args, translator, spec, options, glossary, out: TextIO,
     documents = Documents(translator.config.data.src_lang, count_tokens, MAX_SOURCE_TOKENS, warn)
     if interactive:
         typed = (list(_sources(documents.sentences(line), args, glossary)) for line in prompt_lines())
-        chunks = (translator.translate_sources(sentences, options) for sentences in typed)
+        chunks: Iterator[list[Translation]] = (translator.translate_sources(sentences, options) for sentences in typed)
     else:
         sentences = _sources(documents.sentences(args.sentences or stream_lines(args.input)), args, glossary)
         chunks = translate_windows(sentences, options, translator=translator, spec=spec, workers=args.workers)
@@ -325,9 +326,10 @@ class _GlossaryReport:
 def _write_translations(chunks, out: TextIO, progress, *, n_best: int, attention: str | None, aligned=None) -> None:
     """Each chunk's lines (or n-best lines) as soon as it is translated, with its alignment after
     ' ||| ' when `aligned` writes one, and heatmaps when asked."""
-    from attnmt.translate import heatmap_grid, nbest_lines, write_heatmaps
+    from attnmt.translate import Translation, heatmap_grid, nbest_lines, write_heatmaps
 
-    done, shown = 0, []
+    done = 0
+    shown: list[Translation] = []
     for translations in chunks:
         if n_best > 1:
             lines = nbest_lines(translations, first_index=done, aligned=aligned)

@@ -22,7 +22,7 @@ from attnmt.search.graphed import fixed_beam_search, fixed_greedy
 from attnmt.search.greedy import greedy
 from attnmt.search.hypotheses import Hypothesis
 from attnmt.search.min_length import MinLength
-from attnmt.search.options import GREEDY, SearchOptions, StepModel
+from attnmt.search.options import GREEDY, SearchOptions, ShortlistStepModel, StepModel
 from attnmt.search.phrases import Phrases, Requirements
 from attnmt.search.prefix import Prefix
 from attnmt.search.rules import Rule, Steering
@@ -61,7 +61,7 @@ class _Restricted:
     runs in that restricted index space, where the specials keep their ids (the shortlist is
     sorted and holds 0-3); the tokens it feeds back are mapped to real ids here."""
 
-    def __init__(self, model: StepModel, vocabulary: torch.Tensor):
+    def __init__(self, model: ShortlistStepModel, vocabulary: torch.Tensor):
         self.model, self.vocabulary = model, vocabulary
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> Any:
@@ -148,7 +148,7 @@ def search_batch(
 
 
 def decode_all(
-    model: StepModel,
+    model: ShortlistStepModel,
     src_ids: Sequence[Sequence[int]],
     options: SearchOptions = GREEDY,
     *,
@@ -179,8 +179,8 @@ def decode_all(
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0, torch.zeros(0, 0))] for _ in src_ids]
     order = sorted((i for i, ids in enumerate(src_ids) if len(ids) > 0), key=lambda i: len(src_ids[i]))
     rows = 1 if options.is_greedy else options.beam_size
-    for chunk in length_batches([len(src_ids[i]) for i in order], batch_size, batch_tokens, rows):
-        chunk = [order[position] for position in chunk]
+    for positions in length_batches([len(src_ids[i]) for i in order], batch_size, batch_tokens, rows):
+        chunk = [order[position] for position in positions]
         lengths = torch.tensor([len(src_ids[i]) for i in chunk], dtype=torch.long)
         src = torch.full((len(chunk), int(lengths.max())), PAD, dtype=torch.long)
         for row, i in enumerate(chunk):

@@ -53,10 +53,12 @@ class Forcing(Rule):
         return log_probs.masked_fill(~allowed, float("-inf"))
 
     def advance(self, origin: torch.Tensor, token: torch.Tensor) -> None:
+        assert self.spelling is not None and self.in_prefix is not None  # `restrict` sets both, first at every step
         spelling = self.spelling.gather(1, origin)  # each candidate's: its hypothesis's, advanced by its token
         self.spelling = torch.where(self.in_prefix, spelling, self.after[spelling, token])
 
     def reorder(self, pick: torch.Tensor, keep: torch.Tensor) -> None:
+        assert self.spelling is not None  # set by `restrict`, as in `advance`
         self.spelling = self.spelling.gather(1, pick)[keep]
 
     @classmethod
@@ -104,4 +106,8 @@ class Forcing(Rule):
                 allowed[base + j, columns] = True
                 after[base + j, columns] = torch.where(following == spelled, 0, base + following)
             base += spelled
-        return cls(*(tensor.to(device) for tensor in (tokens, lengths, start, allowed, after)), int(lengths.max()))
+        longest = int(lengths.max())  # read on the host, before the move
+        tokens, lengths, start, allowed, after = (
+            tensor.to(device) for tensor in (tokens, lengths, start, allowed, after)
+        )
+        return cls(tokens, lengths, start, allowed, after, longest)

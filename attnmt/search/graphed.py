@@ -202,7 +202,8 @@ class _FixedBeam:
         self.live_log_probs.copy_(self.start)
         self.live_tokens.fill_(PAD)
         self.live_attention.zero_()
-        empty = empty_finished(*self.finished.tokens.shape, self.finished.attention.size(3), self.done.device)
+        batch_size, beam, max_length = self.finished.tokens.shape
+        empty = empty_finished(batch_size, beam, max_length, self.finished.attention.size(3), self.done.device)
         for f in fields(empty):
             getattr(self.finished, f.name).copy_(getattr(empty, f.name))
         self.done.zero_()

@@ -116,6 +116,16 @@ class StepModel(Protocol):
     ) -> tuple[torch.Tensor, Any, torch.Tensor]: ...
 
 
+class ShortlistStepModel(StepModel, Protocol):
+    """A StepModel whose step can also cover the target ids `vocabulary` (V',) only, giving
+    log-probabilities (B, V'): what a vocabulary shortlist needs (`decode.decode_all`).
+    `Seq2Seq`, `engine.OnnxModel` and `ensemble.Ensemble` provide it."""
+
+    def next_log_probs(
+        self, prev_tokens: torch.Tensor, state: Any, encoder_output: Any, vocabulary: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, Any, torch.Tensor]: ...
+
+
 def length_penalty(lengths: torch.Tensor, alpha: float) -> torch.Tensor:
     """GNMT length penalty ((5 + |Y|) / 6) ** alpha (Wu et al. 2016); 1 when alpha = 0."""
     return ((5.0 + lengths.to(torch.float32)) / 6.0) ** alpha

@@ -214,6 +214,7 @@ class Phrases(Rule):
         return torch.cat([best, advance], dim=1)
 
     def advance(self, origin: torch.Tensor, token: torch.Tensor) -> None:
+        assert self.progress is not None  # `restrict` sets it, and runs first at every step
         phrases, lengths = self._phrases()
         # What a finishing candidate lacks is its hypothesis's: EOS writes nothing of a phrase
         self.lacking = (lengths.sum(1)[:, None] - self.progress.count(lengths).gather(1, origin)).clamp(min=0)
@@ -228,10 +229,12 @@ class Phrases(Rule):
         return _MISSING_TOKEN_COST * self.lacking  # only at the length limit can a finished one lack some
 
     def select(self, log_probs: torch.Tensor, beam: int) -> torch.Tensor:
+        assert self.progress is not None  # set by `restrict`, as in `advance`
         lengths = self.required.lengths[self.active]
         return _allocate(log_probs, self.progress.count(lengths), lengths.sum(1), beam)
 
     def reorder(self, pick: torch.Tensor, keep: torch.Tensor) -> None:
+        assert self.progress is not None  # set by `restrict`, as in `advance`
         self.progress = self.progress.gather(pick).rows(keep)
 
 

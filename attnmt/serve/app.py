@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import TypeVar, cast
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,6 +26,7 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Mount, Route
+from starlette.types import HTTPExceptionHandler
 
 from attnmt import __version__
 from attnmt.serve.catalog import Catalog, api_field
@@ -35,6 +37,7 @@ from attnmt.utils import UserError
 from attnmt.views import STATIC as SHARED_STATIC
 
 UNMATCHED = "other"  # the /metrics label of a request no route matched (a 404)
+_E = TypeVar("_E", bound=Exception)
 
 
 def error_response(status: int, message: str, field: str | None = None, limit: float | None = None) -> JSONResponse:
@@ -83,6 +86,12 @@ async def _user_error(request: Request, error: UserError) -> JSONResponse:
 async def _unexpected(request: Request, error: Exception) -> JSONResponse:
     """A bug: say so in JSON, not in a traceback."""
     return error_response(500, f"internal error ({type(error).__name__})")
+
+
+def _handle(app: FastAPI, kind: type[_E], handler: Callable[[Request, _E], Awaitable[JSONResponse]]) -> None:
+    """`app.add_exception_handler`, typed: Starlette calls a handler with the exceptions it was
+    registered for only, but its hints take handlers of any Exception."""
+    app.add_exception_handler(kind, cast(HTTPExceptionHandler, handler))
 
 
 class RouteLabel:
@@ -174,10 +183,10 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.mount("/shared", StaticFiles(directory=str(SHARED_STATIC)), name="shared")  # also in the web export
-    app.add_exception_handler(RequestValidationError, _invalid_request)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(UserError, _user_error)
-    app.add_exception_handler(Exception, _unexpected)
+    _handle(app, RequestValidationError, _invalid_request)
+    _handle(app, StarletteHTTPException, _http_error)
+    _handle(app, UserError, _user_error)
+    _handle(app, Exception, _unexpected)
     # FastAPI keeps an included router as one route of its own: the label matches the router's routes
     label = RouteLabel([*app.routes, *router.routes])
     app.add_middleware(_Guard, metrics=state.metrics, label=label, max_body_bytes=state.limits.max_body_bytes)

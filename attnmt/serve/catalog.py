@@ -46,7 +46,7 @@ def api_field(error: UserError, *, one_sentence: bool = False) -> str | None:
     """The request field a user error names, in the API's words (of a request with one sentence,
     with `one_sentence`); None when no request field set it."""
     field = API_FIELDS.get(error.field or "")
-    return ONE_SENTENCE.get(field, field) if one_sentence else field
+    return ONE_SENTENCE.get(field, field) if one_sentence and field is not None else field
 
 
 def _rounded(rows) -> list:
@@ -226,9 +226,12 @@ class Catalog:
                 raise UserError(f"{given}: two runs would both be served as {name!r} (the other: {other})")
             names[name] = spec
         catalog = cls([ServedRun(name, load(spec)) for name, spec in names.items()])
-        for run in catalog.runs.values() if glossary else ():
-            data = run.translator.config.data
-            run.glossary = read_glossary(glossary, data.src_lang, data.lowercase, run.translator.codec.encode_target)
+        if glossary:
+            for run in catalog.runs.values():
+                data = run.translator.config.data
+                run.glossary = read_glossary(
+                    glossary, data.src_lang, data.lowercase, run.translator.codec.encode_target
+                )
         return catalog
 
     def get(self, name: str | None) -> ServedRun:

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import logging
 from importlib import resources
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, Response
@@ -45,7 +46,7 @@ from attnmt.translate import MAX_SOURCE_TOKENS, Source, scored_record
 from attnmt.utils import UserError
 
 STATIC = resources.files("attnmt.serve") / "static"
-ERRORS = {status: {"model": ErrorBody} for status in (404, 413, 422, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {status: {"model": ErrorBody} for status in (404, 413, 422, 503)}
 
 router = APIRouter()
 LOG = logging.getLogger("attnmt.serve")
@@ -53,7 +54,8 @@ LOG = logging.getLogger("attnmt.serve")
 
 @router.get("/", include_in_schema=False)
 async def page() -> FileResponse:
-    return FileResponse(STATIC / "index.html")
+    # str(): resources.files() is typed as a Traversable, not a path; the package is on disk, as app.py's mounts assume
+    return FileResponse(str(STATIC / "index.html"))
 
 
 @router.get("/health")
@@ -68,7 +70,7 @@ async def metrics(state: Server) -> Response:
 
 @router.get("/v1/models")
 async def models(state: Server) -> ModelsResponse:
-    return ModelsResponse(models=[run.describe() for run in state.catalog.runs.values()])
+    return ModelsResponse.model_validate({"models": [run.describe() for run in state.catalog.runs.values()]})
 
 
 # exclude_unset: a hypothesis carries `attention` only when the request asked for it
@@ -108,7 +110,9 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
         surfaces = codec.src_tokenizer.surface, codec.tgt_tokenizer.surface
         for answer, translation, sentence in zip(answers, translations, marked, strict=True):
             answer["markup"] = tagged(sentence, translation, *surfaces, lowercase)
-    response = TranslateResponse(model=run.name, beam_size=options.beam_size, translations=answers)
+    response = TranslateResponse.model_validate(
+        {"model": run.name, "beam_size": options.beam_size, "translations": answers}
+    )
     if documents is not None:
         joined = documents.joined([translations])
         response.paragraphs = [
@@ -159,7 +163,7 @@ def _glossary(request: TranslateRequest, run) -> Glossary | None:
     for index, term in enumerate(request.glossary):
         if len(term) != 2:
             raise UserError(f"glossary[{index}]: expected [source, target], got {len(term)} strings", field="glossary")
-        entries.append((f"glossary[{index}]", *term))
+        entries.append((f"glossary[{index}]", term[0], term[1]))
     return glossary_of(entries, data.src_lang, data.lowercase, run.translator.codec.encode_target)
 
 
@@ -182,7 +186,8 @@ async def score(request: ScoreRequest, state: Server) -> ScoreResponse:
     scoring = functools.partial(run.translator.score, first_number=0)
     work = asyncio.to_thread(state.in_turn, scoring, request.sentences, request.targets, options)
     scored = await state.within_timeout(work)
-    return ScoreResponse(model=run.name, scored=[scored_record(t, request.return_attention) for t in scored])
+    records = [scored_record(t, request.return_attention) for t in scored]
+    return ScoreResponse.model_validate({"model": run.name, "scored": records})
 
 
 ONE_SENTENCE = {"/v1/explain"}  # routes whose request has one sentence: `sentence`, `prefix`

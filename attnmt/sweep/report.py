@@ -96,7 +96,7 @@ def _number(value: Any, digits: int = 2) -> str:
 def _columns(axes: list[str], *, experiments: bool = True) -> list[tuple[str, Any]]:
     """(header, row -> cell text) of the trial table."""
     leaves = [key.split(".")[1] for key in axes]
-    columns = [("trial", lambda r: r["name"]), ("state", lambda r: r["state"])]
+    columns: list[tuple[str, Any]] = [("trial", lambda r: r["name"]), ("state", lambda r: r["state"])]
     if experiments:
         columns.append(("experiments", lambda r: ", ".join(r["experiment"] or [])))
     for key, leaf in zip(axes, leaves, strict=True):

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 from attnmt.config import Config, ConfigError
 from attnmt.provenance import code_state
@@ -74,7 +75,7 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _direction(plan: Plan) -> str:
+def _direction(plan: Plan) -> Literal["maximize", "minimize"]:
     return "maximize" if plan.spec.metric == "valid_bleu" else "minimize"
 
 
@@ -121,6 +122,7 @@ def _spawn(plan: Plan, options: dict, workers: int) -> None:
         received.append(number)
         for process in processes:
             if process.is_alive():
+                assert process.pid is not None  # a started process has its pid
                 os.kill(process.pid, number)
 
     previous = {number: signal.signal(number, forward) for number in (signal.SIGINT, signal.SIGTERM)}
@@ -197,6 +199,7 @@ class Worker:
 
         search = self.plan.searches[name]
         seed = search.seed + self.index  # workers must not propose the same random start points
+        sampler: optuna.samplers.BaseSampler
         if search.sampler == "tpe":
             sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=search.startup_trials)
         else:
@@ -288,6 +291,7 @@ def _state(name: str):
 def _suggest(trial, key: str, param: SearchParam):
     if param.type == "categorical":
         return trial.suggest_categorical(key, param.choices)
+    assert param.low is not None and param.high is not None  # SearchParam requires both of int and float parameters
     if param.type == "int":
         return trial.suggest_int(key, int(param.low), int(param.high), step=int(param.step or 1), log=param.log)
     return trial.suggest_float(key, param.low, param.high, step=param.step, log=param.log)
@@ -325,7 +329,7 @@ def _test_results(path: Path, config: Config, bundle, plan: Plan) -> dict:
     from attnmt.loading import ModelSpec, load
     from attnmt.metrics import DEFAULT_LENGTH_BUCKETS
 
-    translator = load(ModelSpec(path, device=config.train.device))
+    translator = load(ModelSpec((str(path),), device=config.train.device))
     beam = plan.spec.test_beam_size or config.decode.beam_size
     buckets = plan.spec.length_buckets or DEFAULT_LENGTH_BUCKETS
     evaluation = evaluate(

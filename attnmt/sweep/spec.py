@@ -74,6 +74,7 @@ class SearchParam(_Strict):
         """The values a trial's config is validated with before the search starts."""
         if self.type == "categorical":
             return list(self.choices or [])
+        assert self.low is not None and self.high is not None  # _complete requires both of int and float parameters
         cast = int if self.type == "int" else float
         return [cast(self.low), cast(self.high)]
 
@@ -163,7 +164,9 @@ def check_key(dotted: Any) -> str | None:
         close = difflib.get_close_matches(section, sections, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return f"{dotted}: unknown section {section!r}{hint}; valid sections: {', '.join(sections)}"
-    fields = sections[section].annotation.model_fields
+    model = sections[section].annotation
+    assert isinstance(model, type) and issubclass(model, BaseModel)  # every field of Config is a section
+    fields = model.model_fields
     if name not in fields:
         close = difflib.get_close_matches(name, fields, n=1)
         hint = f" (did you mean '{section}.{close[0]}'?)" if close else ""
@@ -262,7 +265,7 @@ def _expand(plan: Plan, problems: list[str]) -> None:
             continue
         points = _points(name, experiment)
         for index, point in enumerate(points):
-            for seed in experiment.seeds or [None]:
+            for seed in experiment.seeds or (None,):
                 values = point["values"] if seed is None else {**point["values"], "train.seed": seed}
                 config = _check(plan, name, values, point["label"], problems)
                 if config is None:

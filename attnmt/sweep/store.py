@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 import sqlalchemy
@@ -142,7 +142,9 @@ class Store:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def study(self, name: str, *, direction: str, sampler=None, pruner=None) -> optuna.Study:
+    def study(
+        self, name: str, *, direction: Literal["minimize", "maximize"], sampler=None, pruner=None
+    ) -> optuna.Study:
         with self.lock():
             study = optuna.create_study(
                 storage=self.storage,
@@ -179,9 +181,9 @@ class Store:
                 if not any(occupies(t, retry_before) for t in twins):
                     study.enqueue_trial({}, user_attrs={**attrs, "attempt": len(twins)})
             for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-                key = waiting.user_attrs.get("key")
-                if key in wanted and (trial := self._pop(study, waiting)) is not None:
-                    twin = self._earlier_twin(study, waiting.number, key)
+                waiting_key = waiting.user_attrs.get("key")
+                if waiting_key in wanted and (trial := self._pop(study, waiting)) is not None:
+                    twin = self._earlier_twin(study, waiting.number, waiting_key)
                     if twin is None:
                         return trial
                     self.finish(study, waiting.number, TrialState.FAIL, {"duplicate_of": twin})

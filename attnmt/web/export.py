@@ -123,7 +123,7 @@ def export_web(
     with atomic_folder(output) as staging:
         model = staging / MODEL_FOLDER
         if int8:
-            spec = ModelSpec(str(run_dir), checkpoint=which, data_dir=data_dir)  # a run or one checkpoint folder
+            spec = ModelSpec((str(run_dir),), checkpoint=which, data_dir=data_dir)  # a run or one checkpoint folder
             check = export_int8_or_float32(spec, model, shortlist=False, portable=True)
         else:
             export_onnx(run_dir, model, which=which, shortlist=False)

@@ -43,15 +43,17 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from attnmt.tokenize import SentencePieceTokenizer, WordTokenizer, punctuation_class
+from attnmt.tokenize import SentencePieceTokenizer, Tokenizer, WordTokenizer, punctuation_class
 from attnmt.utils import UserError
 
 FORMAT = "attnmt-web-tokenizer"
 FORMAT_VERSION = 1
 
 
-def web_tokenizer(tokenizer: WordTokenizer | SentencePieceTokenizer) -> dict:
+def web_tokenizer(tokenizer: Tokenizer) -> dict:
     """The JSON-serializable spec of `tokenizer` for tokenizers.js (the module docstring)."""
+    if not isinstance(tokenizer, WordTokenizer | SentencePieceTokenizer):  # tokenizers.js has twins of these two only
+        raise TypeError(f"no web tokenizer for {type(tokenizer).__name__}")
     header = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -60,9 +62,7 @@ def web_tokenizer(tokenizer: WordTokenizer | SentencePieceTokenizer) -> dict:
     }
     if isinstance(tokenizer, WordTokenizer):
         return {**header, "kind": "word", "lang": tokenizer.lang, "classes": character_classes()}
-    if isinstance(tokenizer, SentencePieceTokenizer):
-        return {**header, "kind": "sentencepiece", **sentencepiece_spec(tokenizer.model_path)}
-    raise TypeError(f"no web tokenizer for {type(tokenizer).__name__}")
+    return {**header, "kind": "sentencepiece", **sentencepiece_spec(tokenizer.model_path)}
 
 
 @functools.cache
