@@ -95,7 +95,8 @@ def tokenized_bleu(
     hypotheses = [" ".join(tokens) for tokens in hypothesis_tokens]
     references = [[" ".join(tokens) for tokens in refs] for refs in reference_tokens]
     result = metric.corpus_score(hypotheses, _streams(references))
-    return Score("BLEU-tok-lc", result.score, str(metric.get_signature()), str(result))
+    ratio = result.sys_len / result.ref_len if result.ref_len else None
+    return Score("BLEU-tok-lc", result.score, str(metric.get_signature()), str(result), ratio)
 
 
 def perplexity(loss_sum: float, tokens: int) -> float:

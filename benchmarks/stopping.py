@@ -85,6 +85,9 @@ def measure_run(run_dir: Path, data_dir: str | None, say) -> dict:
                     "chrf": scored.chrf.score,
                     "length_ratio": ratio,
                     "brevity_penalty": None if ratio is None else brevity_penalty(ratio),
+                    # on the tokens tokenized BLEU reads, where a word model's <unk> is one token
+                    # (in the detokenized text sacreBLEU splits it in three)
+                    "tokenized_length_ratio": scored.tokenized_bleu.length_ratio,
                 }
             )
             say(f"{run_dir}: {name} on {split}: BLEU {scored.bleu.score:.2f}, length ratio {ratio:.3f}")

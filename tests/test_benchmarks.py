@@ -467,6 +467,7 @@ def test_stopping_scores_every_search_on_both_splits_and_keeps_the_penalty_tuned
     assert rows[("greedy", "test")]["beam_size"] == 1
     for row in rows.values():
         assert row["brevity_penalty"] == pytest.approx(stopping.brevity_penalty(row["length_ratio"]))
+        assert row["tokenized_length_ratio"] > 0
 
 
 def test_tf32_reference_loop_is_the_encoder_and_the_benchmark_needs_a_gpu(monkeypatch, capsys):

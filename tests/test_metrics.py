@@ -43,6 +43,7 @@ def test_tokenized_bleu_ignores_case():
     hyps = [["The", "Cat", "sat", "."]]
     refs = [[["the", "cat", "sat", "."]]]
     assert tokenized_bleu(hyps, refs).score == pytest.approx(100.0)
+    assert tokenized_bleu([["the", "cat"]], refs).length_ratio == pytest.approx(2 / 4)
 
 
 def test_length_buckets_partition_the_sentences():
@@ -89,4 +90,4 @@ def test_evaluation_counts_a_word_models_unk_as_the_one_token_it_wrote():
             return [SimpleNamespace(text="ein <unk> läuft.") for _ in sources]
 
     scored = evaluate(Writes(), [Example("a man runs.", ("Ein Mann läuft.",))])
-    assert "hyp_len = 4 ref_len = 4" in scored.tokenized_bleu.detail
+    assert "hyp_len = 4 ref_len = 4" in scored.tokenized_bleu.detail and scored.tokenized_bleu.length_ratio == 1
