@@ -4,8 +4,8 @@ run ran, and the content hash the file was written with.
 A raw result (JSON under benchmarks/results/ or docs/results/) is quotable when the code that
 made it is known: every code state it records (top level: `git_commit`, `git_dirty`,
 `dirty_paths`, `code_at_start`, `code_at_end`, `code_at_report`; each trial's `code_at_start` and
-`code_at_end`) names a commit, and none was dirty in attnmt/ or benchmarks/ (a dirty document
-or plot is allowed: it does not change what was measured). Its `content_sha256` must match its
+`code_at_end`) names a commit, and none was dirty in attnmt/ or benchmarks/ (a dirty document,
+plot or raw result is allowed: it does not change what was measured). Its `content_sha256` must match its
 content without `annotations` (`attnmt.provenance`), so a file edited by hand is refused; notes
 made after the fact go into `annotations`.
 
@@ -38,7 +38,9 @@ def _state_problems(where: str, state: dict[str, Any]) -> list[str]:
         return [f"{where}no commit recorded"]
     if dirty and paths is None:
         return [f"{where}dirty, its paths not recorded"]
-    guarded = [path for path in paths or [] if path.startswith(GUARDED)]
+    # a results file is data, not code: a run that writes its own results file as it goes
+    # (after each of several runs) leaves that path dirty at its end
+    guarded = [path for path in paths or [] if path.startswith(GUARDED) and not path.startswith(RESULT_FOLDERS)]
     return [f"{where}dirty in {', '.join(guarded)}"] if guarded else []
 
 
