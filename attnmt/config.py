@@ -11,9 +11,8 @@ Leaf module: imports nothing from attnmt but `utils`, and no torch.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -310,20 +309,11 @@ class DecodeConfig(_Section):
         return self
 
 
-_SectionT = TypeVar("_SectionT", bound=_Section)
-
-
-def _defaults(section: type[_SectionT]) -> Callable[[], _SectionT]:
-    """`section` itself, the no-argument factory it is: every field has a default, but given to
-    Field() positionally, which type checkers do not read as one."""
-    return cast("Callable[[], _SectionT]", section)
-
-
 class Config(_Section):
-    data: DataConfig = Field(default_factory=_defaults(DataConfig))
-    model: ModelConfig = Field(default_factory=_defaults(ModelConfig))
-    train: TrainConfig = Field(default_factory=_defaults(TrainConfig))
-    decode: DecodeConfig = Field(default_factory=_defaults(DecodeConfig))
+    data: DataConfig = Field(default_factory=DataConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    decode: DecodeConfig = Field(default_factory=DecodeConfig)
 
     @model_validator(mode="after")
     def _tied_source_needs_one_vocabulary(self) -> Config:

@@ -7,7 +7,7 @@ from the code instead of from pages someone keeps in step with it by hand.
   results/x.json`): copied into the site under `repository/`, and the links rewritten to the
   copies, so a link on the site opens the very file behind a figure.
 
-The generators are plain functions (`cli_reference`, `config_reference`, `outside_links`), so
+The generators are plain functions (`cli_reference`, `config_reference`, `links_to_rewrite`), so
 tests can check them without building the site.
 """
 
