@@ -1,8 +1,8 @@
 """Scoring translations: `evaluate` one model on a test set, `evaluate_runs` to compare models
 (with the paired bootstrap), `tune_search` to choose the beam size and length penalty on the
-validation split, `export_int8`, which keeps an int8 export only when it scores close to
-float32, and `build_shortlist`, which checks a new vocabulary shortlist against the whole
-vocabulary on the validation split.
+validation split. The checks built on it live beside it: `int8_export` (an int8 export kept
+only when it scores close to float32) and `shortlist_check` (a new vocabulary shortlist against
+the whole vocabulary).
 
 `evaluate` translates the sources, then scores the detokenized text with sacreBLEU's BLEU and
 chrF, the tokenized-lowercased BLEU of older papers, and BLEU by source length.
@@ -11,15 +11,13 @@ chrF, the tokenized-lowercased BLEU of older papers, and BLEU by source length.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnmt.checkpoint import resolve_checkpoint, run_dir_of, training_summary
+from attnmt.checkpoint import training_summary
 from attnmt.config import DataConfig
 from attnmt.corpora import load_corpus
-from attnmt.export import check_output, export_onnx, is_export, replace_export
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import (
     DEFAULT_LENGTH_BUCKETS,
@@ -34,11 +32,7 @@ from attnmt.metrics import (
 )
 from attnmt.plot import length_plot
 from attnmt.provenance import with_content_hash
-from attnmt.quantize import BLEU_BOUND, quantize_export
 from attnmt.search.options import SearchOptions
-from attnmt.shortlist import Shortlist
-from attnmt.shortlist import build as build_from_ids
-from attnmt.shortlist import save as save_shortlist
 from attnmt.splits import Example
 from attnmt.tokenize import WordTokenizer
 from attnmt.translate import Translator
@@ -71,6 +65,8 @@ class Evaluation:
             "chrf_signature": self.chrf.signature,
             "tokenized_bleu": self.tokenized_bleu.score,
             "tokenized_bleu_signature": self.tokenized_bleu.signature,
+            # on the tokens tokenized BLEU reads, where a word model's <unk> is one token
+            "tokenized_length_ratio": self.tokenized_bleu.length_ratio,
             "bleu_by_length": [
                 {"bucket": b.label, "low": b.low, "high": b.high, "sentences": b.sentences, "bleu": b.bleu}
                 for b in self.by_length
@@ -330,164 +326,3 @@ def split_examples(data: DataConfig, split: str, *, cache: dict | None = None) -
     if key not in cache:
         cache[key] = load_corpus(data)
     return getattr(cache[key], split)
-
-
-@dataclass(frozen=True)
-class Int8Check:
-    """Greedy valid-split BLEU of a run's float32 and int8 exports."""
-
-    float32_bleu: float
-    int8_bleu: float
-    sentences: int
-
-    @property
-    def loss(self) -> float:
-        return self.float32_bleu - self.int8_bleu
-
-    @property
-    def kept(self) -> bool:
-        """Whether int8 is within the bound, so that the int8 export is the one written."""
-        return self.loss <= BLEU_BOUND
-
-    def __str__(self) -> str:
-        return (
-            f"valid BLEU (greedy, {self.sentences:,} sentences): "
-            f"float32 {self.float32_bleu:.2f}, int8 {self.int8_bleu:.2f}"
-        )
-
-
-def export_int8(spec: ModelSpec, output: str | Path) -> Int8Check:
-    """Export `spec`'s run (its first path) quantized to int8 into `output`, kept only when int8
-    loses at most BLEU_BOUND BLEU against float32 on the valid split (greedy search). Otherwise
-    the float32 export is written to `output` instead and a UserError says so."""
-    check = export_int8_or_float32(spec, output)
-    if not check.kept:
-        raise UserError(
-            f"int8 loses {check.loss:.2f} BLEU, more than {BLEU_BOUND}: wrote the float32 export to "
-            f"{output} instead ({check})",
-            field="quantize",
-        )
-    return check
-
-
-def export_int8_or_float32(
-    spec: ModelSpec, output: str | Path, *, shortlist: bool = True, portable: bool = False
-) -> Int8Check:
-    """Export `spec`'s run (its first path) into `output`: int8 when it loses at most BLEU_BOUND
-    BLEU against float32 on the valid split (greedy search), float32 otherwise (`Int8Check.kept`
-    says which). Both exports are made in a staging folder beside `output`, so `output` is only
-    ever a whole export. `shortlist=False` leaves a run's vocabulary shortlist out;
-    `portable` is `quantize_export`'s."""
-    output = Path(output)
-    check_output(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{output.name}.", dir=output.parent) as folder:
-        float32 = export_onnx(spec.paths[0], Path(folder) / "float32", which=spec.checkpoint, shortlist=shortlist)
-        int8 = quantize_export(float32, Path(folder) / "int8", portable=portable)
-        exports = [ModelSpec((str(directory),), device="cpu", data_dir=spec.data_dir) for directory in (float32, int8)]
-        translators = [load(export) for export in exports]
-        examples = split_examples(translators[0].config.data, "valid")
-        greedy = translators[0].search_options(beam_size=1)
-        float32_bleu, int8_bleu = (evaluate(translator, examples, greedy).bleu.score for translator in translators)
-        check = Int8Check(float32_bleu, int8_bleu, len(examples))
-        replace_export(int8 if check.kept else float32, output)
-    return check
-
-
-@dataclass(frozen=True)
-class ShortlistCheck:
-    """A new shortlist against the whole vocabulary on the valid split: how many reference
-    tokens each sentence's own candidates hold, how large a batch's vocabulary is, and how many
-    outputs stay the same (greedy and the run's beam, each with and without the shortlist)."""
-
-    sentences: int
-    target_vocabulary: int
-    recall: float  # share of the references' tokens (EOS excluded) among their sentence's candidates
-    sentence_vocabulary: float  # mean size of one sentence's candidates, specials and frequent ones included
-    batch_vocabulary: float  # mean size of a decoding batch's union of candidates
-    searches: dict[str, dict[str, float]]  # "greedy" / "beam K" -> identical, full_bleu, shortlist_bleu
-
-    def __str__(self) -> str:
-        parts = [
-            f"recall {100 * self.recall:.2f}% of valid reference tokens; {self.sentence_vocabulary:,.0f} candidates "
-            f"per sentence, {self.batch_vocabulary:,.0f} per batch, of {self.target_vocabulary:,}"
-        ]
-        for name, figures in self.searches.items():
-            parts.append(
-                f"{name}: {figures['identical']:,.0f}/{self.sentences:,} outputs identical, BLEU "
-                f"{figures['shortlist_bleu']:.2f} against {figures['full_bleu']:.2f}"
-            )
-        return "; ".join(parts)
-
-
-def build_shortlist(spec: ModelSpec, *, per_source: int, frequent: int, say: Say = silent) -> ShortlistCheck:
-    """Build the shortlist of `spec`'s run (its first path) from the run's training data, check
-    it on the valid split, and store it with the run, beside it its check (`shortlist.json`)."""
-    if is_export(spec.paths[0]):
-        raise UserError(f"{spec.paths[0]}: an export; build the shortlist from the run, then export it again")
-    translator = load(replace(spec, shortlist=False))
-    run_dir = run_dir_of(resolve_checkpoint(spec.paths[0], spec.checkpoint))
-    codec, data = translator.codec, translator.config.data
-    pairs = load_corpus(data).train
-    say(f"counting the co-occurrences of {len(pairs):,} training pairs")
-    built = build_from_ids(
-        [codec.encode_source(src) for src, _ in pairs],
-        [codec.encode_target(tgt) for _, tgt in pairs],
-        codec.src_vocab,
-        codec.tgt_vocab,
-        per_source=per_source,
-        frequent=frequent,
-    )
-    examples = split_examples(data, "valid")
-    check = _check_shortlist(translator, built, examples, say)
-    save_shortlist(built, run_dir)
-    report = {"per_source": per_source, "frequent": frequent, **asdict(check)}
-    write_text_atomic(run_dir / "shortlist.json", json.dumps(report, indent=2) + "\n")
-    return check
-
-
-def _check_shortlist(translator: Translator, built: Shortlist, examples: Sequence[Example], say: Say) -> ShortlistCheck:
-    import torch
-
-    codec = translator.codec
-    found = total = 0
-    sizes = []
-    for example in examples:
-        src = torch.tensor([codec.encode_source(example.src)], dtype=torch.long)
-        allowed = set(built.vocabulary(src).tolist())
-        sizes.append(len(allowed))
-        reference = codec.encode_target(example.refs[0])
-        found += sum(token in allowed for token in reference)
-        total += len(reference)
-    batch_sizes: list[int] = []
-    searches = {}
-    for options in {translator.search_options(beam_size=1), translator.search_options()}:
-        name = "greedy" if options.is_greedy else f"beam {options.beam_size}"
-        say(f"decoding the valid split ({name}) with and without the shortlist")
-        translator.shortlist = None
-        full = evaluate(translator, examples, options)
-        translator.shortlist = _Counting(built, batch_sizes)
-        short = evaluate(translator, examples, options)
-        translator.shortlist = None
-        identical = sum(a == b for a, b in zip(full.hypotheses, short.hypotheses, strict=True))
-        searches[name] = {"identical": identical, "full_bleu": full.bleu.score, "shortlist_bleu": short.bleu.score}
-    return ShortlistCheck(
-        sentences=len(examples),
-        target_vocabulary=len(codec.tgt_vocab),
-        recall=found / max(total, 1),
-        sentence_vocabulary=sum(sizes) / max(len(sizes), 1),
-        batch_vocabulary=sum(batch_sizes) / max(len(batch_sizes), 1),
-        searches=dict(sorted(searches.items(), key=lambda item: item[0] != "greedy")),
-    )
-
-
-class _Counting:
-    """A shortlist that records the size of every batch vocabulary it gives."""
-
-    def __init__(self, built: Shortlist, sizes: list[int]):
-        self.built, self.sizes = built, sizes
-
-    def vocabulary(self, src):
-        chosen = self.built.vocabulary(src)
-        self.sizes.append(int(chosen.numel()))
-        return chosen

@@ -250,7 +250,7 @@ def int8_scores_lower_by(monkeypatch, loss: float) -> None:
             return result
         return dataclasses.replace(result, bleu=dataclasses.replace(result.bleu, score=float32_scores[0] - loss))
 
-    monkeypatch.setattr("attnmt.evaluation.evaluate", evaluate)
+    monkeypatch.setattr("attnmt.int8_export.evaluate", evaluate)
 
 
 def test_export_int8_keeps_float32_when_int8_loses_too_much(exported, tmp_path, capsys, monkeypatch):

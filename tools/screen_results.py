@@ -41,7 +41,10 @@ def _valid_scores(screen_dirs: list[Path], study: str, trial: str, suffix: str =
         for path in folder.rglob(f"eval/{study}--{trial}{suffix}/evaluation.json"):
             run = json.loads(path.read_text(encoding="utf-8"))["runs"][0]
             keys = ("checkpoint", "search", "sentences", "bleu", "length_ratio", "chrf", "tokenized_bleu")
-            return {key: run[key] for key in keys} | {"signature": run["bleu_signature"]}
+            scores = {key: run[key] for key in keys} | {"signature": run["bleu_signature"]}
+            if "tokenized_length_ratio" in run:  # evaluations before it was recorded lack it
+                scores["tokenized_length_ratio"] = run["tokenized_length_ratio"]
+            return scores
     return None
 
 
@@ -68,6 +71,13 @@ def _spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
 
 
+def _tokenized_ratio(scored: list[dict]) -> dict:
+    """The length ratio on the tokens tokenized BLEU reads (a word model's <unk> one token, not
+    three as in the detokenized text), where every seed's evaluation recorded it."""
+    ratios = [t["valid_beam"].get("tokenized_length_ratio") for t in scored]
+    return {} if None in ratios else {"valid_beam_tokenized_length_ratio": _spread(ratios)}
+
+
 def points(trials: list[dict]) -> list[dict]:
     """Trials with the same config but for the seed, as one point with its seeds' spread."""
     grouped: dict[str, list[dict]] = {}
@@ -86,6 +96,7 @@ def points(trials: list[dict]) -> list[dict]:
                 "valid_beam_bleu": _spread([t["valid_beam"]["bleu"] for t in scored]),
                 "valid_beam_chrf": _spread([t["valid_beam"]["chrf"] for t in scored]),
                 "valid_beam_length_ratio": _spread([t["valid_beam"]["length_ratio"] for t in scored]),
+                **_tokenized_ratio(scored),
                 "valid_greedy_bleu_last": _spread([t["validation"][-1]["valid_bleu"] for t in scored]),
             }
         )
@@ -109,6 +120,7 @@ def _cell(spread: dict, digits: int) -> str:
 def screen_table(rows: list[dict]) -> list[str]:
     headers = ["point", "seeds", "updates", "valid BLEU, beam", "vs baseline", "length ratio", "chrF"]
     averaged = any("valid_beam_averaged_bleu" in row for row in rows)
+    tokenized = all("valid_beam_tokenized_length_ratio" in row for row in rows) and bool(rows)
     body = [
         [
             row["point"],
@@ -117,11 +129,14 @@ def screen_table(rows: list[dict]) -> list[str]:
             _cell(row["valid_beam_bleu"], 2),
             "-" if row["delta_bleu"] is None else f"{row['delta_bleu']:+.2f}",
             _cell(row["valid_beam_length_ratio"], 3),
+            *([_cell(row["valid_beam_tokenized_length_ratio"], 3)] if tokenized else []),
             _cell(row["valid_beam_chrf"], 2),
             *([_cell(row["valid_beam_averaged_bleu"], 2) if "valid_beam_averaged_bleu" in row else "-"] * averaged),
         ]
         for row in rows
     ]
+    if tokenized:
+        headers.insert(headers.index("length ratio") + 1, "length ratio, tokens")
     return markdown_table([*headers, *["last checkpoints averaged"] * averaged], body)
 
 

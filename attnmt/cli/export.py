@@ -41,8 +41,8 @@ def run(args: argparse.Namespace, console: Console) -> None:
     if args.format == "web":
         _export_web(args, output, say)
         return
-    from attnmt.evaluation import export_int8  # torch: not loaded to build the parser
     from attnmt.export import export_onnx
+    from attnmt.int8_export import export_int8  # torch: not loaded to build the parser
     from attnmt.loading import ModelSpec
 
     if (args.quantize or "none") == "none":

@@ -51,7 +51,7 @@ def add_parser(commands) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> None:
-    from attnmt.evaluation import build_shortlist  # torch: not loaded to build the parser
+    from attnmt.shortlist_check import build_shortlist  # torch: not loaded to build the parser
 
     say = printer(console)
     spec = model_spec(args, [args.run_dir], data_dir=args.data_dir)

@@ -25,8 +25,9 @@ from pathlib import Path
 from attnmt import views
 from attnmt.checkpoint import load_trained
 from attnmt.codec import TextCodec
-from attnmt.evaluation import Int8Check, export_int8_or_float32, split_examples
+from attnmt.evaluation import split_examples
 from attnmt.export import export_onnx, read_export
+from attnmt.int8_export import Int8Check, export_int8_or_float32
 from attnmt.loading import ModelSpec
 from attnmt.shortlist import FILENAME as SHORTLIST_FILE
 from attnmt.translate import MAX_SOURCE_TOKENS

@@ -1,0 +1,43 @@
+"""A screen's trials grouped into points: seeds of one config together, each against the baseline,
+and the length ratio on tokens reported only where every seed's evaluation recorded it."""
+
+from tools.screen_results import points, screen_table
+
+
+def _trial(point: str, seed: int, bleu: float, ratio: float, tokenized: float | None) -> dict:
+    valid_beam = {"bleu": bleu, "chrf": 50.0 + bleu, "length_ratio": ratio}
+    if tokenized is not None:
+        valid_beam["tokenized_length_ratio"] = tokenized
+    return {
+        "state": "complete",
+        "experiment": [point],
+        "config": {"point": point},
+        "seed": seed,
+        "steps": 4600,
+        "valid_beam": valid_beam,
+        "validation": [{"valid_bleu": bleu - 1}],
+    }
+
+
+def test_seeds_of_one_config_are_one_point_measured_against_the_baseline():
+    trials = [
+        _trial("baseline", 1, 36.0, 1.02, 0.95),
+        _trial("baseline", 2, 37.0, 1.00, 0.97),
+        _trial("variant", 1, 38.0, 1.01, 0.99),
+        _trial("variant", 2, 38.5, 1.03, 1.01),
+    ]
+    rows = points(trials)
+    assert [row["point"] for row in rows] == ["variant", "baseline"]
+    variant, baseline = rows
+    assert variant["seeds"] == [1, 2] and variant["delta_bleu"] == 38.25 - 36.5
+    assert baseline["valid_beam_tokenized_length_ratio"]["values"] == [0.95, 0.97]
+    table = screen_table(rows)
+    assert "length ratio, tokens" in table[0]
+    assert "| 0.960 (0.950-0.970) |" in table[3]
+
+
+def test_the_tokenized_ratio_is_left_out_where_a_seed_lacks_it():
+    trials = [_trial("baseline", 1, 36.0, 1.02, 0.95), _trial("baseline", 2, 37.0, 1.00, None)]
+    (row,) = points(trials)
+    assert "valid_beam_tokenized_length_ratio" not in row
+    assert "tokens" not in screen_table([row])[0]
