@@ -37,6 +37,9 @@ one line each (`tests/test_tools.py` holds it to the files present):
   line each, and sentence by sentence (quality, not timing).
 - `stopping`: each search's stopping rule and length penalty on the same weights: output length,
   brevity penalty and BLEU (quality, not timing).
+- `adaptation`: a Tatoeba model continued on Multi30k (plain, with the old data mixed in, with
+  its word vocabulary extended) against a model trained there from nothing, on both domains' test
+  sets at 5, 10, 20 and 40 minutes of training (quality, not timing; its probe times updates).
 - `scale`: preparing corpora of up to millions of pairs and training on them: time, disk and
   memory, against the in-memory path.
 - `optimizer`: fused against default Adam.

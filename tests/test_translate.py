@@ -165,6 +165,7 @@ def test_evaluate_scores_against_all_references(translator, test_examples):
     assert evaluate(translator, wrong_then_right, translator.search_options(beam_size=1)).bleu.score > 50
     figures = result.figures()
     assert figures["sentences"] == 40 and figures["bleu_by_length"][0]["bucket"] == "1-10"
+    assert figures["tokenized_length_ratio"] == result.tokenized_bleu.length_ratio is not None
 
 
 def test_significance_needs_several_systems_on_one_test_set(translator, test_examples):

@@ -49,6 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from benchmarks.adaptation import adaptation_rows
 from benchmarks.engines import engine_rows
 from benchmarks.gpu import gpu_rows
 from benchmarks.large_file import large_file_rows
@@ -200,6 +201,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "peers-speed": lambda results: markdown_table(*speed_rows(results)),
     "peers-quality": lambda results: markdown_table(*quality_rows(results)),
     "peers-stopping": lambda results: markdown_table(*stopping_rows(results)),
+    "adaptation": lambda results: markdown_table(*adaptation_rows(results)),
     "attention-focus": lambda results: markdown_table(*focus_rows(results)),
     "init-parts": lambda results: markdown_table(*parts_rows(results)),
     "speed-training": _speed_table(0),

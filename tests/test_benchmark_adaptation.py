@@ -1,0 +1,109 @@
+"""The domain adaptation study: its arms are valid continued runs, its marks the right checkpoints,
+and its targets read off the scores as the study states them."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attnmt.config import load_config
+from attnmt.continued import Start, check_compatible
+from attnmt.utils import UserError
+from benchmarks import adaptation
+
+
+def _arm_config(arm: str, tmp_path: Path):
+    settings = adaptation.arm_settings(tmp_path, arm, seed=2, steps=1000, threads=1)
+    return load_config(adaptation.NEW_DOMAIN, settings)
+
+
+def _start_config(name: str, tmp_path: Path):
+    command = adaptation.start_command(tmp_path, name)
+    settings = [command[i + 1] for i, item in enumerate(command) if item == "--set"]
+    return load_config(adaptation.OLD_DOMAIN, settings)
+
+
+@pytest.mark.parametrize("arm", [name for name, spec in adaptation.ARMS.items() if spec.start])
+def test_every_continued_arm_keeps_the_settings_its_starting_model_was_trained_with(arm, tmp_path):
+    config = _arm_config(arm, tmp_path)
+    name = adaptation.ARMS[arm].start
+    start = _start_config(name, tmp_path)
+    check_compatible(config, Start(tmp_path / name, tmp_path, None, "", start))  # raises on a contradiction
+    assert config.train.init_from == str(tmp_path / name)
+    assert config.train.lr_schedule == "constant" and config.train.max_steps == 1000 and config.train.seed == 2
+    assert config.data.corpus == "multi30k" and start.data.corpus == "tatoeba-eng-fra"
+    assert config.train.extend_vocab == (arm == "extended")
+    assert config.data.mix_previous == (adaptation.MIX if arm == "mixed" else 0.0)
+
+
+def test_a_continued_arm_whose_tokenizer_differs_from_its_start_is_refused(tmp_path):
+    config = _arm_config("continued", tmp_path)
+    start = _start_config("start-word", tmp_path)
+    with pytest.raises(UserError, match=r"data\.tokenizer"):
+        check_compatible(config, Start(tmp_path, tmp_path, None, "", start))
+
+
+def test_the_scratch_arm_is_the_new_domains_own_config_at_a_constant_rate(tmp_path):
+    config, recommended = _arm_config("scratch", tmp_path), load_config(adaptation.NEW_DOMAIN)
+    assert config.train.init_from is None and config.train.max_minutes is None
+    assert config.data == recommended.data and config.model == recommended.model
+    assert config.train.lr == recommended.train.lr and config.train.warmup_steps == recommended.train.warmup_steps
+
+
+@pytest.mark.parametrize("rate", [97.3, 141.0, 160.0, 212.6])
+def test_marks_are_kept_checkpoints_nearest_their_minutes_within_the_run(rate):
+    budget = adaptation.budget_steps(rate)
+    assert budget % adaptation.CHECK == 0 and rate * 40 <= budget < rate * 40 + adaptation.CHECK
+    for minutes in adaptation.MINUTES:
+        step = adaptation.mark_step(rate, minutes)
+        assert step % adaptation.CHECK == 0 and adaptation.CHECK <= step <= budget
+        assert abs(step - rate * minutes) <= adaptation.CHECK / 2
+
+
+def _results(scores: dict[str, list[tuple[float, float]]], start: tuple[float, float]) -> dict:
+    """Results with, per arm, one (Multi30k, Tatoeba) BLEU pair per seed at every mark."""
+
+    def scored(new: float, old: float) -> dict:
+        return {"multi30k-test2016": {"tokenized_bleu": new}, "tatoeba-test": {"tokenized_bleu": old}}
+
+    runs = [
+        {
+            "seed": seed,
+            "arm": arm,
+            "marks": [{"minutes": m, "step": 100 * m, "scores": scored(new + m / 10, old)} for m in adaptation.MINUTES],
+        }
+        for arm, pairs in scores.items()
+        for seed, (new, old) in enumerate(pairs, start=1)
+    ]
+    return {"starts": {"start-sp": {"step": 2500, "scores": scored(*start)}}, "runs": runs}
+
+
+def test_the_targets_hold_only_when_every_continued_seed_beats_the_better_scratch_seed():
+    results = _results({"scratch": [(30.0, 5.0), (31.0, 5.0)], "continued": [(31.5, 20.0), (33.0, 21.0)]}, (10, 40))
+    assert adaptation.summary(results)["targets"]["continued"] == {
+        "margin_over_best_scratch_up_to_20_min": pytest.approx(0.5),
+        "holds": True,
+    }
+    results = _results({"scratch": [(30.0, 5.0), (31.0, 5.0)], "continued": [(30.5, 20.0), (33.0, 21.0)]}, (10, 40))
+    assert adaptation.summary(results)["targets"]["continued"]["holds"] is False
+
+
+def test_mixing_keeps_the_old_domain_within_two_bleu_of_the_start_at_every_mark():
+    results = _results({"scratch": [(30.0, 5.0)], "mixed": [(32.0, 38.5), (32.0, 38.0)]}, (10, 40))
+    kept = adaptation.summary(results)["targets"]["mixed_old_domain"]
+    assert kept == {"start_bleu": 40, "largest_drop": pytest.approx(2.0), "holds": True}
+    results = _results({"scratch": [(30.0, 5.0)], "mixed": [(32.0, 38.5), (32.0, 37.9)]}, (10, 40))
+    assert adaptation.summary(results)["targets"]["mixed_old_domain"]["holds"] is False
+
+
+def test_the_table_has_the_start_at_minute_zero_and_each_arm_at_every_mark_and_the_plot_is_written(tmp_path):
+    results = _results({"scratch": [(30.0, 5.0), (31.0, 6.0)], "continued": [(32.0, 20.0)]}, (10.0, 40.0))
+    header, lines = adaptation.adaptation_rows(results)
+    assert header[-2:] == ["Multi30k test2016", "Tatoeba test"]
+    assert lines[0][:2] == ["start-sp (Tatoeba)", "0"] and lines[0][-2:] == ["10.00", "40.00"]
+    assert [line[:2] for line in lines[1:]] == [
+        [arm, str(m)] for arm in ("scratch", "continued") for m in (5, 10, 20, 40)
+    ]
+    assert lines[1][-2:] == ["31.00 (30.50-31.50)", "5.50 (5.00-6.00)"]
+    png = adaptation.plot(json.loads(json.dumps(results)), tmp_path / "adaptation.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
