@@ -66,16 +66,19 @@ def _results(scores: dict[str, list[tuple[float, float]]], start: tuple[float, f
     def scored(new: float, old: float) -> dict:
         return {"multi30k-test2016": {"tokenized_bleu": new}, "tatoeba-test": {"tokenized_bleu": old}}
 
+    started = {"run": "runs/start-sp", "weights_sha256": "ab" * 32}
     runs = [
         {
             "seed": seed,
             "arm": arm,
+            "started_from": None if arm == "scratch" else started,
             "marks": [{"minutes": m, "step": 100 * m, "scores": scored(new + m / 10, old)} for m in adaptation.MINUTES],
         }
         for arm, pairs in scores.items()
         for seed, (new, old) in enumerate(pairs, start=1)
     ]
-    return {"starts": {"start-sp": {"step": 2500, "scores": scored(*start)}}, "runs": runs}
+    other = {"name": "start-sp", "step": 2500, "weights_sha256": "cd" * 32, "scores": scored(0.0, 0.0)}
+    return {"starts": [other, {"name": "start-sp", "step": 2500, **started, "scores": scored(*start)}], "runs": runs}
 
 
 def test_the_targets_hold_only_when_every_continued_seed_beats_the_better_scratch_seed():
@@ -91,7 +94,7 @@ def test_the_targets_hold_only_when_every_continued_seed_beats_the_better_scratc
 def test_mixing_keeps_the_old_domain_within_two_bleu_of_the_start_at_every_mark():
     results = _results({"scratch": [(30.0, 5.0)], "mixed": [(32.0, 38.5), (32.0, 38.0)]}, (10, 40))
     kept = adaptation.summary(results)["targets"]["mixed_old_domain"]
-    assert kept == {"start_bleu": 40, "largest_drop": pytest.approx(2.0), "holds": True}
+    assert kept == {"largest_drop": pytest.approx(2.0), "holds": True}  # from the start the runs name
     results = _results({"scratch": [(30.0, 5.0)], "mixed": [(32.0, 38.5), (32.0, 37.9)]}, (10, 40))
     assert adaptation.summary(results)["targets"]["mixed_old_domain"]["holds"] is False
 
@@ -100,10 +103,35 @@ def test_the_table_has_the_start_at_minute_zero_and_each_arm_at_every_mark_and_t
     results = _results({"scratch": [(30.0, 5.0), (31.0, 6.0)], "continued": [(32.0, 20.0)]}, (10.0, 40.0))
     header, lines = adaptation.adaptation_rows(results)
     assert header[-2:] == ["Multi30k test2016", "Tatoeba test"]
-    assert lines[0][:2] == ["start-sp (Tatoeba)", "0"] and lines[0][-2:] == ["10.00", "40.00"]
-    assert [line[:2] for line in lines[1:]] == [
+    assert lines[1][:2] == ["start-sp (Tatoeba, weights abababab)", "0"] and lines[1][-2:] == ["10.00", "40.00"]
+    assert [line[:2] for line in lines[2:]] == [
         [arm, str(m)] for arm in ("scratch", "continued") for m in (5, 10, 20, 40)
     ]
-    assert lines[1][-2:] == ["31.00 (30.50-31.50)", "5.50 (5.00-6.00)"]
+    assert lines[2][-2:] == ["31.00 (30.50-31.50)", "5.50 (5.00-6.00)"]
     png = adaptation.plot(json.loads(json.dumps(results)), tmp_path / "adaptation.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_score_reads_finished_runs_at_their_marks_keeps_what_was_scored_and_each_start_once(tmp_path, monkeypatch):
+    rate = {"scratch": 50.0, "continued": 40.0}
+    for arm, last in (("scratch", 2000), ("continued", 1600), ("mixed", 2000)):  # mixed: no rate, not read
+        for step in range(adaptation.CHECK, last + 1, adaptation.CHECK):
+            (tmp_path / "seed-1" / arm / "checkpoints" / f"step-{step:07d}").mkdir(parents=True)
+    (tmp_path / "seed-2" / "scratch" / "checkpoints" / "step-0000200").mkdir(parents=True)  # short of its budget
+    started = {"run": str(tmp_path / "start-sp"), "checkpoint": "step-0002500", "weights_sha256": "ab" * 32}
+    (tmp_path / "seed-1" / "continued" / adaptation.RECORD).write_text(json.dumps(started))
+    (tmp_path / "start-sp" / "checkpoints").mkdir(parents=True)
+    scored = []
+    monkeypatch.setattr(adaptation, "_scores", lambda checkpoint, data_dir, cache: scored.append(checkpoint) or {})
+    start = Start(tmp_path / "start-sp", tmp_path / "step-0002500", 2500, "ab" * 32, load_config(None))
+    monkeypatch.setattr(adaptation, "find_start", lambda path: start)
+    results = adaptation.score(tmp_path, rate, None, None, lambda line: None)
+    assert [(run["seed"], run["arm"]) for run in results["runs"]] == [(1, "continued"), (1, "scratch")]
+    continued, scratch = results["runs"]
+    assert [mark["step"] for mark in scratch["marks"]] == [200, 400, 1000, 2000]
+    assert [mark["step"] for mark in continued["marks"]] == [200, 400, 800, 1600]
+    assert continued["started_from"] == started and scratch["started_from"] is None
+    assert [entry["weights_sha256"] for entry in results["starts"]] == ["ab" * 32]
+    assert len(scored) == 9  # eight marks and the start
+    again = adaptation.score(tmp_path, rate, json.loads(json.dumps(results)), None, lambda line: None)
+    assert len(scored) == 9 and again["runs"] == results["runs"] and again["starts"] == results["starts"]
