@@ -161,9 +161,15 @@ def train(work: Path, seed: int, arm: str, rates_path: Path | None, say) -> Path
     """The arm's starting model if it is missing, then the arm's run, to its rate's updates
     (resumed where a run stopped short of them)."""
     spec = ARMS[arm]
-    if spec.start is not None and not (work / spec.start / "checkpoints").exists():
-        say(f"training the starting model {spec.start}")
-        _attnmt(start_command(work, spec.start), work / "logs" / f"{spec.start}.log")
+    if spec.start is not None and _last_step(work / spec.start) < START_STEPS:
+        start_log = work / "logs" / f"{spec.start}.log"
+        if _last_step(work / spec.start):  # stopped short of its schedule: finish it, never continue from it
+            say(f"resuming the starting model {spec.start}")
+            _attnmt(["attnmt", "train", "--resume", str(work / spec.start)], start_log)
+        else:
+            say(f"training the starting model {spec.start}")
+            shutil.rmtree(work / spec.start, ignore_errors=True)
+            _attnmt(start_command(work, spec.start), start_log)
     steps = budget_steps(_rates(rates_path).get(arm))
     run_dir = work / f"seed-{seed}" / arm
     log = work / "logs" / f"seed-{seed}-{arm}.log"
@@ -437,7 +443,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     say = Console(stderr=True).log
     if args.command == "train":
-        train(args.work, args.seed, args.arm, args.rates, say)
+        try:
+            train(args.work, args.seed, args.arm, args.rates, say)
+        except subprocess.CalledProcessError as failed:
+            command = " ".join(failed.cmd[:3])
+            print(
+                f"error: {command} ... exited with {failed.returncode}; logs in {args.work / 'logs'}", file=sys.stderr
+            )
+            return 2
     elif args.command == "probe":
         previous = json.loads(args.json.read_text()) if args.json.exists() else None
         write_results(

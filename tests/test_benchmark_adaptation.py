@@ -135,3 +135,21 @@ def test_score_reads_finished_runs_at_their_marks_keeps_what_was_scored_and_each
     assert len(scored) == 9  # eight marks and the start
     again = adaptation.score(tmp_path, rate, json.loads(json.dumps(results)), None, lambda line: None)
     assert len(scored) == 9 and again["runs"] == results["runs"] and again["starts"] == results["starts"]
+
+
+def test_train_finishes_the_starting_model_before_an_arm_and_resumes_a_run_cut_short(tmp_path, monkeypatch):
+    commands = []
+    monkeypatch.setattr(adaptation, "_attnmt", lambda arguments, log: commands.append(arguments))
+    (tmp_path / "start-sp" / "checkpoints" / "step-0001000").mkdir(parents=True)  # stopped short of START_STEPS
+    adaptation.train(tmp_path, 1, "continued", None, lambda line: None)
+    assert commands[0] == ["attnmt", "train", "--resume", str(tmp_path / "start-sp")]
+    assert f"train.init_from={tmp_path / 'start-sp'}" in commands[1]
+    assert f"train.max_steps={adaptation.DEFAULT_STEPS}" in commands[1]
+    commands.clear()
+    (tmp_path / "start-sp" / "checkpoints" / f"step-{adaptation.START_STEPS:07d}").mkdir()
+    (tmp_path / "seed-1" / "continued" / "checkpoints" / "step-0000400").mkdir(parents=True)
+    rates = tmp_path / "rates.json"
+    rates.write_text(json.dumps({"probes": {"continued": {"updates_per_minute": 100.0}}}))
+    adaptation.train(tmp_path, 1, "continued", rates, lambda line: None)
+    resumed = ["attnmt", "train", "--resume", str(tmp_path / "seed-1" / "continued"), "--set", "train.max_steps=4000"]
+    assert commands == [resumed]
