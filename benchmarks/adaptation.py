@@ -54,6 +54,7 @@ from attnmt.config import DataConfig, load_config
 from attnmt.continued import RECORD, find_start
 from attnmt.evaluation import evaluate, split_examples
 from attnmt.loading import ModelSpec, load
+from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, spread, write_results
 from benchmarks.report import markdown_table
 
@@ -216,7 +217,7 @@ def probe(work: Path, arms: list[str], minutes: float, previous: dict | None, sa
 def _checkpoint(run_dir: Path, step: int) -> Path:
     path = run_dir / "checkpoints" / f"step-{step:07d}"
     if not path.exists():
-        raise SystemExit(f"{run_dir}: no checkpoint at update {step} (train it to its full length first)")
+        raise UserError(f"{run_dir}: no checkpoint at update {step} (train it to its full length first)")
     return path
 
 
@@ -441,22 +442,30 @@ def main(argv: list[str] | None = None) -> int:
     plotting.add_argument("results", type=Path)
     plotting.add_argument("--png", type=Path, required=True)
     args = parser.parse_args(argv)
+    try:
+        _run(args, argv)
+    except subprocess.CalledProcessError as failed:
+        command = " ".join(failed.cmd[:3])
+        print(f"error: {command} ... exited with {failed.returncode}; logs in {args.work / 'logs'}", file=sys.stderr)
+        return 2
+    except (UserError, OSError, ValueError, KeyError) as error:  # a missing file or run, a result of another shape
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _run(args: argparse.Namespace, argv: list[str] | None) -> None:
     say = Console(stderr=True).log
     if args.command == "train":
-        try:
-            train(args.work, args.seed, args.arm, args.rates, say)
-        except subprocess.CalledProcessError as failed:
-            command = " ".join(failed.cmd[:3])
-            print(
-                f"error: {command} ... exited with {failed.returncode}; logs in {args.work / 'logs'}", file=sys.stderr
-            )
-            return 2
+        train(args.work, args.seed, args.arm, args.rates, say)
     elif args.command == "probe":
         previous = json.loads(args.json.read_text()) if args.json.exists() else None
         write_results(
             args.json, probe(args.work, args.arms, args.minutes, previous, say), "benchmarks.adaptation", argv
         )
     elif args.command == "score":
+        if not args.rates.is_file():
+            raise UserError(f"{args.rates}: no probe result (python -m benchmarks.adaptation probe WORK --json FILE)")
         previous = json.loads(args.json.read_text()) if args.json.exists() else None
         results = score(args.work, _rates(args.rates), previous, args.data_dir, say)
         results["summary"] = summary(results)
@@ -464,7 +473,6 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(markdown_table(*adaptation_rows(results))))
     else:
         plot(json.loads(args.results.read_text()), args.png)
-    return 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 and its targets read off the scores as the study states them."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,21 @@ def test_train_finishes_the_starting_model_before_an_arm_and_resumes_a_run_cut_s
     adaptation.train(tmp_path, 1, "continued", rates, lambda line: None)
     resumed = ["attnmt", "train", "--resume", str(tmp_path / "seed-1" / "continued"), "--set", "train.max_steps=4000"]
     assert commands == [resumed]
+
+
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys, monkeypatch):
+    missing = tmp_path / "rates.json"
+    assert adaptation.main(["score", str(tmp_path), "--rates", str(missing), "--json", str(tmp_path / "r.json")]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"error: {missing}: no probe result (python -m benchmarks.adaptation probe WORK --json FILE)"
+    )
+    assert adaptation.main(["plot", str(tmp_path / "none.json"), "--png", str(tmp_path / "a.png")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+    def fails(arguments, log):
+        raise subprocess.CalledProcessError(1, ["attnmt", "train", "--resume"])
+
+    monkeypatch.setattr(adaptation, "_attnmt", fails)
+    assert adaptation.main(["train", str(tmp_path), "--seed", "1", "--arm", "scratch"]) == 2
+    assert "attnmt train --resume ... exited with 1" in capsys.readouterr().err
