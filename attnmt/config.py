@@ -101,7 +101,11 @@ class DataConfig(_Section):
     shared_vocab: bool = Field(False, description="one vocabulary (and piece model) for both languages")
     batch_tokens: int = Field(4096, ge=1, description="padded tokens per batch (longer side)")
     max_batch_sentences: int | None = Field(None, ge=1, description="at most this many pairs per batch (None: no cap)")
-    bucket_pool_batches: int = Field(100, ge=1, description="batches per pool sorted by length before shuffling")
+    bucket_pool_batches: int | None = Field(
+        100,
+        ge=1,
+        description="batches per pool sorted by length before shuffling (null: one pool, the whole training set)",
+    )
     synthetic_size: int = Field(20000, ge=10, description="training examples for synthetic tasks")
     synthetic_max_len: int = Field(10, ge=2, description="maximum sequence length for synthetic tasks")
 

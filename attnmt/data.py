@@ -127,7 +127,7 @@ class TokenBatchSampler:
     """Length-bucketed batches under a token budget, in an order fixed by (seed, epoch).
 
     Training order: shuffle all examples, cut them into pools of about `pool_batches`
-    batches, sort each pool by length (so batches hold similar lengths and little padding),
+    batches (None: one pool), sort each pool by length (so batches hold similar lengths and little padding),
     cut pools into batches, then shuffle the batches. Evaluation order (shuffle=False): sort
     everything by length; callers restore the input order through `Batch.indices`.
 
@@ -147,7 +147,7 @@ class TokenBatchSampler:
         *,
         batch_tokens: int,
         max_sentences: int | None = None,
-        pool_batches: int = 100,
+        pool_batches: int | None = 100,
         shuffle: bool = True,
         seed: int = 0,
     ) -> None:
@@ -170,6 +170,18 @@ class TokenBatchSampler:
     def _cut(self, ordered: np.ndarray) -> list[np.ndarray]:
         return _cut_by_budget(ordered, self.padded, self.batch_tokens, self.max_sentences)
 
+    def _pool_size(self, kept: np.ndarray) -> int:
+        """Examples per pool: `pool_batches` batches of the size a batch of mean-length pairs has,
+        `batch_tokens / mean length` sentences or `max_sentences` where that cap binds first (a
+        pool measured by tokens alone would cover the whole corpus when batches are cut by
+        sentence count under a huge token budget)."""
+        if self.pool_batches is None:
+            return max(1, len(kept))
+        mean_length = max(1.0, int(self.src_lengths[kept].sum()) / max(1, len(kept)))
+        if self.max_sentences < self.batch_tokens / mean_length:
+            return self.pool_batches * self.max_sentences
+        return max(1, int(self.pool_batches * self.batch_tokens / mean_length))
+
     def epoch_batches(self, epoch: int = 0) -> list[np.ndarray]:
         """All batches of one epoch, as int64 arrays of example indices."""
         kept = np.flatnonzero(self.padded <= self.batch_tokens)
@@ -180,8 +192,7 @@ class TokenBatchSampler:
         rng.shuffle(order)
         shuffled = np.asarray(order, dtype=np.int64)
         del order
-        mean_length = max(1.0, int(self.src_lengths[kept].sum()) / max(1, len(kept)))
-        pool_size = max(1, int(self.pool_batches * self.batch_tokens / mean_length))
+        pool_size = self._pool_size(kept)
         batches: list[np.ndarray] = []
         for start in range(0, len(shuffled), pool_size):
             batches += self._cut(self._sorted(shuffled[start : start + pool_size]))

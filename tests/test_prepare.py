@@ -183,8 +183,10 @@ def test_a_corpus_split_by_source_is_prepared_from_memory_with_the_same_ids(tmp_
 
 def reference_batches(src, tgt, budget, max_sentences, pool_batches, seed, epoch, shuffle):
     """The batch order written from its definition with Python lists: shuffle every example that
-    fits the budget, cut the shuffled list into pools of about pool_batches batches, sort each
-    pool by (source, target) length, cut it greedily under the budget, shuffle the batches."""
+    fits the budget, cut the shuffled list into pools of about pool_batches batches (a batch
+    holds budget / mean length pairs, or max_sentences where that is fewer; None: one pool),
+    sort each pool by (source, target) length, cut it greedily under the budget, shuffle the
+    batches."""
     padded = [max(s, t + 1) for s, t in zip(src, tgt, strict=True)]
     indices = [i for i in range(len(src)) if padded[i] <= budget]
 
@@ -207,7 +209,12 @@ def reference_batches(src, tgt, budget, max_sentences, pool_batches, seed, epoch
     rng = random.Random(seed * 1_000_003 + epoch)
     rng.shuffle(indices)
     mean = max(1.0, sum(src[i] for i in indices) / max(1, len(indices)))
-    pool = max(1, int(pool_batches * budget / mean))
+    if pool_batches is None:
+        pool = max(1, len(indices))
+    elif max_sentences < budget / mean:
+        pool = pool_batches * max_sentences
+    else:
+        pool = max(1, int(pool_batches * budget / mean))
     batches = []
     for start in range(0, len(indices), pool):
         batches += cut(sorted(indices[start : start + pool], key=by_length))
@@ -223,7 +230,8 @@ def test_batches_from_length_arrays_follow_the_definition(seed):
     n = rng.randint(1, 3000)
     src = [rng.randint(1, 30) for _ in range(n)]
     tgt = [rng.randint(1, 30) for _ in range(n)]
-    budget, max_sentences, pool = rng.choice([64, 200, 700]), rng.choice([None, 7, 50]), rng.randint(1, 20)
+    budget, max_sentences = rng.choice([64, 200, 700, 10**6]), rng.choice([None, 7, 50])
+    pool = rng.choice([None, rng.randint(1, 20)])
     for lengths in ((src, tgt), (np.asarray(src, np.int64), np.asarray(tgt, np.int64))):
         for shuffle in (True, False):
             sampler = TokenBatchSampler(
@@ -237,6 +245,18 @@ def test_batches_from_length_arrays_follow_the_definition(seed):
             for epoch in (0, 3):
                 expected = reference_batches(src, tgt, budget, max_sentences or n, pool, seed, epoch, shuffle)
                 assert sampler.batches(epoch) == expected
+
+
+def test_a_sentence_cap_sizes_the_pools():
+    """Batches cut by sentence count under a token budget no batch reaches still come from pools
+    of pool_batches batches of max_sentences pairs, not from one pool of the whole corpus; a
+    pool of None is the whole corpus."""
+    rng = random.Random(9)
+    src = [rng.randint(1, 30) for _ in range(3000)]
+    tgt = [rng.randint(1, 30) for _ in range(3000)]
+    for pool in (3, None):
+        sampler = TokenBatchSampler(src, tgt, batch_tokens=10**6, max_sentences=8, pool_batches=pool, seed=1)
+        assert sampler.batches(0) == reference_batches(src, tgt, 10**6, 8, pool, 1, 0, True)
 
 
 TINY = [

@@ -142,6 +142,7 @@ class Attnmt(PeerSystem):
                 "min_freq": setup.min_freq,
                 "batch_tokens": 1_000_000,  # batches are cut by sentence count alone
                 "max_batch_sentences": setup.batch_sentences,
+                "bucket_pool_batches": None,  # the whole corpus sorted, as OpenNMT-py's one bucket per epoch
             },
             "model": self.model_section(setup),
             "train": {
