@@ -83,6 +83,7 @@ def _weigh(
 
 class AdditiveAttention(nn.Module):
     """Bahdanau's score e_j = v_a^T tanh(W_q s + W_k h_j); s: (B, [T,] H_q), h_j: H_k, inner size A.
+    With `bias`, e_j = v_a^T tanh(W_q s + b + W_k h_j), the score of OpenNMT-py's mlp attention.
 
     `project_keys` returns W_k h for all positions (B, S, A); per step only W_q s is computed.
     A many-step query builds a (B, T, S, A) tensor: fine for training lengths, the price of
@@ -91,10 +92,10 @@ class AdditiveAttention(nn.Module):
 
     attends = True  # a context that depends on the query (NoAttention's does not)
 
-    def __init__(self, *, query_size: int, key_size: int, attention_size: int):
+    def __init__(self, *, query_size: int, key_size: int, attention_size: int, bias: bool = False):
         super().__init__()
         self.query_size, self.key_size = query_size, key_size
-        self.query_projection = nn.Linear(query_size, attention_size, bias=False)  # W_q
+        self.query_projection = nn.Linear(query_size, attention_size, bias=bias)  # W_q (and b: OpenNMT-py's score)
         self.key_projection = nn.Linear(key_size, attention_size, bias=False)  # W_k
         self.score_vector = nn.Linear(attention_size, 1, bias=False)  # v_a
 

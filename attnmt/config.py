@@ -156,6 +156,8 @@ class ModelConfig(_Section):
         description="luong with input feeding: the next step is fed the attentional vector after dropout "
         "(as OpenNMT-py does); false: before it",
     )
+    attentional_tanh: bool = Field(True, description="luong: tanh(W_c [c_t; h_t]); false: no tanh (OpenNMT-py's mlp)")
+    attention_bias: bool = Field(False, description="additive: v^T tanh(W_q s + b + W_k h_j) (OpenNMT-py's mlp)")
     # uniform: every decoder and score learned from it on Multi30k. Glorot (`xavier`) starts the
     # output layer at a range that shrinks with the vocabulary; from it the Luong decoder learned
     # next to nothing in 500 updates, its attention on the first source position with the dot
@@ -179,6 +181,10 @@ class ModelConfig(_Section):
     def _feed_dropout_needs_feeding(self) -> ModelConfig:
         if self.feed_dropout and not (self.decoder == "luong" and self.input_feeding):
             raise ValueError("feed_dropout applies to the luong decoder with input_feeding: true only")
+        if not self.attentional_tanh and self.decoder != "luong":
+            raise ValueError("attentional_tanh: false applies to the luong decoder only")
+        if self.attention_bias and self.attention != "additive":
+            raise ValueError("attention_bias applies to additive attention only")
         if self.feed_dropout and self.locked_dropout:
             raise ValueError(
                 "feed_dropout and locked_dropout cannot be combined: the fed vector is dropped step by step"

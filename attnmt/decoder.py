@@ -345,7 +345,7 @@ class LuongDecoder(nn.Module):
         h_t = RNN(h_{t-1}, [E y_{t-1}; h~_{t-1}])   with input feeding (h~_0 = 0)
         h_t = RNN(h_{t-1}, E y_{t-1})                without
         c_t = attention(h_t, h)                      h_t: top layer's new state
-        h~_t = tanh(W_c [c_t; h_t])                  (B, H), the attentional vector
+        h~_t = tanh(W_c [c_t; h_t])                  (B, H), the attentional vector (no tanh: `attentional_tanh`)
         logits_t = W_out P dropout(h~_t) + b_out     (B, V)
 
     P (E x H) exists only when the output matrix is tied to the target embedding and H != E;
@@ -368,6 +368,7 @@ class LuongDecoder(nn.Module):
         memory_size: int,
         input_feeding: bool = True,
         feed_dropout: bool = False,
+        attentional_tanh: bool = True,
         dropout: float = 0.0,
         word_dropout: float = 0.0,
         locked_dropout: bool = False,
@@ -388,6 +389,7 @@ class LuongDecoder(nn.Module):
         rnn_input = embedding_size + (hidden_size if input_feeding else 0)
         self.rnn = _make_rnn(rnn, rnn_input, hidden_size, num_layers, dropout)
         self.combine = nn.Linear(memory_size + hidden_size, hidden_size, bias=False)  # W_c
+        self.attentional_activation = nn.Tanh() if attentional_tanh else nn.Identity()  # OpenNMT-py's mlp: none
         needs_projection = tie_embeddings and hidden_size != embedding_size
         self.to_embedding = nn.Linear(hidden_size, embedding_size, bias=False) if needs_projection else None  # P
         self.output = nn.Linear(embedding_size if tie_embeddings else hidden_size, vocab_size)
@@ -403,7 +405,7 @@ class LuongDecoder(nn.Module):
     def _attend(self, top, source: EncoderOutput):
         """h_t (B, [T,] H) -> (h~_t (B, [T,] H), weights (B, [T,] S))."""
         context, weights = self.attention(top, source.memory, source.projected_keys, source.mask)  # (B, [T,] H_k)
-        return torch.tanh(self.combine(torch.cat([context, top], dim=-1))), weights
+        return self.attentional_activation(self.combine(torch.cat([context, top], dim=-1))), weights
 
     def _recur(self, input_gates, feed_weight, state, source: EncoderOutput):
         """input_gates (B, G) = W_ih[E] E y_{t-1} + b_ih -> (new state, h~_t (B, H), weights (B, S))."""

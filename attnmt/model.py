@@ -115,7 +115,9 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     )
     sizes = {"query_size": cfg.decoder_hidden, "key_size": encoder.output_size}
     if cfg.attention == "additive":
-        attention: Attention = AdditiveAttention(**sizes, attention_size=cfg.attention_size or cfg.decoder_hidden)
+        attention: Attention = AdditiveAttention(
+            **sizes, attention_size=cfg.attention_size or cfg.decoder_hidden, bias=cfg.attention_bias
+        )
     elif cfg.attention in ("dot", "scaled_dot"):
         attention = DotAttention(**sizes, scaled=cfg.attention == "scaled_dot")
     elif cfg.attention == "general":
@@ -146,7 +148,12 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> S
     if cfg.decoder == "bahdanau":
         decoder: BahdanauDecoder | LuongDecoder = BahdanauDecoder(**common)
     else:
-        decoder = LuongDecoder(**common, input_feeding=cfg.input_feeding, feed_dropout=cfg.feed_dropout)
+        decoder = LuongDecoder(
+            **common,
+            input_feeding=cfg.input_feeding,
+            feed_dropout=cfg.feed_dropout,
+            attentional_tanh=cfg.attentional_tanh,
+        )
     if cfg.tie_source_embeddings:
         if src_vocab_size != tgt_vocab_size:
             raise ValueError(

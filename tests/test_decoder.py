@@ -127,8 +127,10 @@ def reference_attention(model, kind, query, annotations):
         return annotations.mean(dim=0), torch.zeros(len(annotations))
     scores = []
     for h in annotations:
-        if kind == "additive":  # e_j = v_a^T tanh(W_q s + W_k h_j)
+        if kind == "additive":  # e_j = v_a^T tanh(W_q s + W_k h_j), or tanh(W_q s + b + W_k h_j) with its bias
             inner = attention.query_projection.weight @ query + attention.key_projection.weight @ h
+            if attention.query_projection.bias is not None:
+                inner = inner + attention.query_projection.bias
             scores.append(attention.score_vector.weight[0] @ torch.tanh(inner))
         elif kind == "general":  # e_j = s^T W_a h_j
             scores.append(query @ attention.key_projection.weight @ h)
@@ -177,7 +179,8 @@ def reference_translate(model, config, src_tokens, tgt_tokens):
             x = torch.cat([e, feed]) if config.input_feeding else e
             hidden, cells = reference_stack(model, kind, x, hidden, cells)
             context, alpha = reference_attention(model, config.attention, hidden[-1], annotations)  # from h_t
-            feed = torch.tanh(decoder.combine.weight @ torch.cat([context, hidden[-1]]))  # h~_t
+            feed = decoder.combine.weight @ torch.cat([context, hidden[-1]])  # h~_t = tanh(W_c [c_t; h_t]),
+            feed = torch.tanh(feed) if config.attentional_tanh else feed  # or without the tanh (OpenNMT-py's mlp)
             projected = feed if decoder.to_embedding is None else decoder.to_embedding.weight @ feed
             logits = decoder.output.weight @ projected + decoder.output.bias
         all_logits.append(logits)
@@ -201,6 +204,25 @@ def test_batched_model_matches_the_equations(attention, rnn, style, shape):
             torch.testing.assert_close(logits[row, :tgt_len], expected_logits, atol=1e-5, rtol=1e-5)
             torch.testing.assert_close(weights[row, :tgt_len, :src_len], expected_weights, atol=1e-5, rtol=1e-5)
             assert weights[row, :, src_len:].eq(0).all()
+
+
+@pytest.mark.parametrize("rnn", RNNS)
+@pytest.mark.parametrize(("attentional_tanh", "attention_bias"), [(False, False), (True, True), (False, True)])
+def test_opennmt_pys_mlp_attention_matches_the_equations(attentional_tanh, attention_bias, rnn):
+    """The Luong step as OpenNMT-py's `global_attention mlp` computes it: the attentional vector
+    without the tanh, a bias in the additive score; both options reach the model's outputs."""
+    options = {"attentional_tanh": attentional_tanh, "attention_bias": attention_bias}
+    model, config = make_model("additive", rnn, ("luong", True), "C", **options)
+    luong, _ = make_model("additive", rnn, ("luong", True), "C")
+    src, src_lengths, tgt_in, tgt_lengths = padded_batch(seed=5)
+    with torch.no_grad():
+        logits, weights = model(src, src_lengths, tgt_in)
+        assert not torch.allclose(logits, luong(src, src_lengths, tgt_in)[0], atol=1e-3)
+        for row, (src_len, tgt_len) in enumerate(zip(src_lengths.tolist(), tgt_lengths, strict=True)):
+            src_tokens, tgt_tokens = src[row, :src_len].tolist(), tgt_in[row, :tgt_len].tolist()
+            expected_logits, expected_weights = reference_translate(model, config, src_tokens, tgt_tokens)
+            torch.testing.assert_close(logits[row, :tgt_len], expected_logits, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(weights[row, :tgt_len, :src_len], expected_weights, atol=1e-5, rtol=1e-5)
 
 
 def step_by_step(model, src, src_lengths, tgt_in):

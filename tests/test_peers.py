@@ -9,8 +9,6 @@ environments their tests skip, except under CI, where a missing peer is a failur
 import copy
 import json
 import math
-import os
-import random
 import re
 import shutil
 import subprocess
@@ -23,7 +21,6 @@ import torch
 import yaml
 
 from attnmt.config import DecodeConfig, ModelConfig
-from attnmt.download import cache_root
 from attnmt.model import build_model
 from attnmt.search.options import SearchOptions
 from attnmt.utils import UserError
@@ -35,10 +32,11 @@ from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness, read_events, run_command, training_speed
 from benchmarks.peers.joeynmt import JoeyNMT
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, StoppingOptions, quality, speed, stopping
-from benchmarks.peers.opennmt import RECIPE, OpenNMT, OpenNMTRecipe
+from benchmarks.peers.opennmt import RECIPE, OpenNMT
 from benchmarks.peers.report import quality_curves, quality_rows, save_figure, stopping_rows
 from benchmarks.peers.system import PROBES, Command, PeerError, PeerSystem, Setup, run_pip
 from tests.data_helpers import SHARED_DATA, needs_multi30k
+from tests.peer_helpers import TINY, installed_peer, write_tiny_task
 
 SCRIPT = """
 import json, sys, time
@@ -167,6 +165,12 @@ def test_the_attnmt_system_is_opennmt_pys_model():
         sum(p.numel() for p in build_model(shapes, 5000, vocabulary).parameters()) for shapes in (ours, theirs)
     ]
     assert parameters[0] == parameters[1], parameters
+    earlier, wanted = Attnmt(name="attnmt-tanh").arithmetic_shapes(setup).model_dump(), theirs.model_dump()
+    # the earlier races' model: OpenNMT-py's shapes, but not its function
+    assert {key for key, value in earlier.items() if value != wanted[key]} - NOT_SHAPES == {
+        "attentional_tanh",
+        "attention_bias",
+    }
     cheaper = Attnmt(name="attnmt-bahdanau").arithmetic_shapes(setup)
     assert flop_rates(cheaper, vocabulary).per_target_token < flop_rates(ours, vocabulary).per_target_token
     with pytest.raises(ValueError, match="unknown attnmt system"):
@@ -245,6 +249,10 @@ def test_quality_mode_races_every_seed_and_keeps_finished_runs(setup, tmp_path):
     assert save_figure(figure, tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
     header, rows = quality_rows(third)
     assert header[3] == "seeds" and rows[0][3] == "1, 2, 3" and rows[0][-1] == "100.00 (100.00-100.00)"
+
+    system.architecture_notes = "another model under the same name"
+    quality(harness, QualityOptions(minutes=0.1, save_every=1, seeds=(3,)))
+    assert system.seeds == [1, 2, 3, 3]  # the folder's run is of another architecture: trained again
 
 
 class Ranker(StandIn):
@@ -336,6 +344,13 @@ def test_a_results_file_of_another_race_is_refused_in_one_line(setup, tmp_path):
     )
     with pytest.raises(UserError, match=r"race.json: holds a race with another minutes; pass --json"):
         peers_cli.finished_runs(path, results, options)
+    race = {"mode": "quality", "setup": setup.describe(), "options": {"minutes": 50.0, "save_every": 250}}
+    path.write_text(json.dumps({**race, "systems": {"attnmt": {"architecture_notes": "before", "runs": []}}}))
+    assert peers_cli.finished_runs(path, results, options, {"attnmt": "before", "joeynmt": "new"}) == {
+        "attnmt": {"architecture_notes": "before", "runs": []}
+    }
+    with pytest.raises(UserError, match=r"race.json: holds a race with another architecture of attnmt; pass --json"):
+        peers_cli.finished_runs(path, results, options, {"attnmt": "after"})
     path.write_text("not json")
     with pytest.raises(UserError, match=r"race.json: not a results file of this benchmark"):
         peers_cli.finished_runs(path, results, options)
@@ -358,8 +373,8 @@ def test_unknown_system_names_list_the_valid_ones(capsys):
         peers_cli.parse_args(["speed", "--systems", "attnmt,fairseq"])
     assert exited.value.code == 2
     assert (
-        "unknown system fairseq; valid names: attnmt, attnmt-bahdanau, opennmt-py, joeynmt, attnmt-recipe, "
-        "opennmt-py-recipe" in capsys.readouterr().err
+        "unknown system fairseq; valid names: attnmt, attnmt-bahdanau, attnmt-tanh, opennmt-py, joeynmt, "
+        "attnmt-recipe, opennmt-py-recipe" in capsys.readouterr().err
     )
 
 
@@ -383,7 +398,11 @@ def test_attnmt_searches_of_the_stopping_mode_reach_its_probe(tmp_path, monkeypa
     for search in searches.values():
         options = probed(5, **search)
         assert (options.stopping, options.length_penalty) == (search["stopping"], search["alpha"])
-        assert options.beam_size == 5 and (options.max_length_a, options.max_length_b) == (0.0, setup.max_output_length)
+        # the peers' max_length counts the tokens before </s>; attnmt's limit counts </s> as well
+        assert options.beam_size == 5 and (options.max_length_a, options.max_length_b) == (
+            0.0,
+            setup.max_output_length + 1,
+        )
     own = probed(1)
     assert (own.beam_size, own.stopping, own.length_penalty) == (1, decode.stopping, 0.6)
 
@@ -414,9 +433,6 @@ def test_attnmt_trains_and_translates_through_its_probe(tmp_path, monkeypatch):
 
 # --- OpenNMT-py and JoeyNMT through their probes, on a tiny task -------------------------------
 
-LETTERS = "abcdefghijkl"
-KEPT = "abcdef"  # the task: the source's letters from a-f, reversed and upper-cased
-TINY = {"train": 96, "valid": 8, "test2016": 10}  # 96 training pairs: 6 batches of 16 per epoch
 TINY_STEPS, TINY_SAVE_EVERY = 150, 50
 
 
@@ -435,39 +451,6 @@ PEERS = {
     ),
     "joeynmt": PeerFacts(JoeyNMT, r"Epoch +\d+, total training loss: ([\d.]+),", ("model_state",)),
 }
-RECIPE_PEERS = {"opennmt-py-recipe": OpenNMTRecipe}
-
-
-def write_tiny_task(folder: Path) -> Path:
-    """Distinct random source lines of 4-10 letters; targets of varying length, so batches have padding."""
-    rng, seen = random.Random(1), set()
-    folder.mkdir()
-    for split, count in TINY.items():
-        sources = []
-        while len(sources) < count:
-            line = " ".join(rng.choice(LETTERS) for _ in range(rng.randint(4, 10)))
-            if line not in seen and set(line) & set(KEPT):  # no empty target: JoeyNMT would drop the pair
-                seen.add(line)
-                sources.append(line)
-        targets = [" ".join(letter.upper() for letter in reversed(line.split()) if letter in KEPT) for line in sources]
-        (folder / f"{split}.en").write_text("".join(line + "\n" for line in sources), encoding="utf-8")
-        (folder / f"{split}.de").write_text("".join(line + "\n" for line in targets), encoding="utf-8")
-    return folder
-
-
-def installed_peer(name: str, setup: Setup) -> tuple[Harness, PeerSystem]:
-    """The peer from the environment the benchmark installed it into, or a skip (a failure under CI)."""
-    system = RECIPE_PEERS[name]() if name in RECIPE_PEERS else PEERS[name].system()
-    work = cache_root() / "peers"
-    if not (work / "envs" / system.environment()).is_dir():  # the harness's layout
-        reason = f"{system.name} {system.version} is not installed in {work / 'envs'} (.ci/run shows how)"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must test the {system.name} probe: {reason}")
-        pytest.skip(reason)
-    harness = Harness(setup, [system], work, say=lambda _: None)
-    harness.install()  # instant: the install is complete, or finished here
-    assert not harness.errors, harness.errors
-    return harness, system
 
 
 @pytest.mark.parametrize("name", list(PEERS))

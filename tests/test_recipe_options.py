@@ -135,6 +135,13 @@ def test_feed_dropout_needs_the_luong_decoder_with_input_feeding():
         ModelConfig(decoder="luong", input_feeding=False, feed_dropout=True)
 
 
+def test_opennmt_pys_attention_options_need_their_decoder_and_score():
+    with pytest.raises(ValueError, match="attentional_tanh: false applies to the luong decoder only"):
+        ModelConfig(decoder="bahdanau", attentional_tanh=False)
+    with pytest.raises(ValueError, match="attention_bias applies to additive attention only"):
+        ModelConfig(attention="dot", attention_bias=True)
+
+
 def test_three_way_tying_shares_one_matrix_and_survives_a_checkpoint(tmp_path):
     shared = ["data.shared_vocab=true", "model.tie_embeddings=true", "model.tie_source_embeddings=true"]
     config = tiny_config(tmp_path / "run", "train.max_steps=3", "train.valid_every=3", *shared)

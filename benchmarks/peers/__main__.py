@@ -54,12 +54,15 @@ from benchmarks.report import markdown_table
 SYSTEMS = {
     "attnmt": ("benchmarks.peers.attnmt_peer", "Attnmt"),
     "attnmt-bahdanau": ("benchmarks.peers.attnmt_peer", "Attnmt"),
+    "attnmt-tanh": ("benchmarks.peers.attnmt_peer", "Attnmt"),
     "opennmt-py": ("benchmarks.peers.opennmt", "OpenNMT"),
     "joeynmt": ("benchmarks.peers.joeynmt", "JoeyNMT"),
     "attnmt-recipe": ("benchmarks.peers.attnmt_peer", "Attnmt"),
     "opennmt-py-recipe": ("benchmarks.peers.opennmt", "OpenNMTRecipe"),
 }
 RECIPES = [name for name in SYSTEMS if name.endswith("-recipe")]
+# Raced by default: the Setup's systems, but for the one kept only to reproduce earlier races.
+DEFAULT_SYSTEMS = [name for name in SYSTEMS if name not in RECIPES and name != "attnmt-tanh"]
 DEFAULT_JSON = {
     "speed": Path("benchmarks/results/peers-speed.json"),
     "quality": Path("docs/results/peers-quality-identical.json"),
@@ -85,9 +88,11 @@ def seed_list(text: str) -> tuple[int, ...]:
     return seeds
 
 
-def finished_runs(path: Path, results: dict, options: QualityOptions) -> dict:
+def finished_runs(path: Path, results: dict, options: QualityOptions, notes: dict[str, str] | None = None) -> dict:
     """The systems' runs already in the results file `path`, when it holds a race with the same
-    setup and budget; an absent file is an empty race. Raises UserError for another race."""
+    setup and budget, and with the same architecture for each system in `notes` (name ->
+    architecture notes) that it holds; an absent file is an empty race. Raises UserError for
+    another race."""
     if not path.exists():
         return {}
     try:
@@ -102,6 +107,9 @@ def finished_runs(path: Path, results: dict, options: QualityOptions) -> dict:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise UserError(f"{path}: not a results file of this benchmark ({error}); pass another --json") from None
     differs = [what for what, equal in same.items() if not equal]
+    for name, note in (notes or {}).items():
+        if name in earlier["systems"] and earlier["systems"][name].get("architecture_notes") != note:
+            differs.append(f"architecture of {name}")
     if differs:
         raise UserError(
             f"{path}: holds a race with another {', '.join(differs)}; pass --json NEW.json to start another race"
@@ -146,8 +154,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     markdown_parser = modes.add_parser("markdown", help="print a results file's tables as Markdown")
     markdown_parser.add_argument("results", type=Path)
     for sub, systems in (
-        (speed_parser, [name for name in SYSTEMS if name not in RECIPES]),
-        (quality_parser, [name for name in SYSTEMS if name not in RECIPES]),
+        (speed_parser, DEFAULT_SYSTEMS),
+        (quality_parser, DEFAULT_SYSTEMS),
         (stopping_parser, ["attnmt", "opennmt-py"]),
     ):
         sub.add_argument("--systems", type=system_names, default=systems, help=f"of {', '.join(SYSTEMS)}")
@@ -210,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         options = QualityOptions(args.minutes, args.save_every, args.seeds)
         try:
-            finished = finished_runs(path, results, options)
+            notes = {system.name: system.architecture_notes for system in harness.systems}
+            finished = finished_runs(path, results, options, notes)
         except UserError as error:
             print(f"benchmarks.peers: error: {error}", file=sys.stderr)
             return 2

@@ -38,7 +38,25 @@ def _version() -> str:
 # The model section of each attnmt system, beside the Setup's shared sizes and dropout.
 ARCHITECTURES = {
     # OpenNMT-py's model (benchmarks/peers/opennmt.py) in attnmt: the comparison on identical work.
-    "attnmt": {"decoder": "luong", "input_feeding": True, "attention": "additive", "bridge": "copy", "init": "uniform"},
+    "attnmt": {
+        "decoder": "luong",
+        "input_feeding": True,
+        "attention": "additive",
+        "attention_bias": True,
+        "attentional_tanh": False,
+        "bridge": "copy",
+        "init": "uniform",
+    },
+    # What `attnmt` was until the two toolkits' models were compared on one set of weights:
+    # Luong's tanh on the attentional vector and no bias in the score, where OpenNMT-py's mlp
+    # attention has a bias and no tanh. The committed identical-model races ran it.
+    "attnmt-tanh": {
+        "decoder": "luong",
+        "input_feeding": True,
+        "attention": "additive",
+        "bridge": "copy",
+        "init": "uniform",
+    },
     # attnmt's cheaper Bahdanau model (a 256-wide maxout readout feeds the output layer), from
     # Glorot as configs/multi30k-en-de.yaml has it.
     "attnmt-bahdanau": {"decoder": "bahdanau", "attention": "additive", "init": "xavier"},
@@ -54,11 +72,18 @@ RECIPE_TRAIN_KEYS = ("lr", "lr_schedule", "warmup_steps", "min_lr", "label_smoot
 RECIPE_STEPS = 5000
 NOTES = {
     "attnmt": (
-        "OpenNMT-py's architecture: Luong decoder step with input feeding (the GRU reads [E y_{t-1}; previous "
-        "attentional vector h~_{t-1}]), its new state h_t queries additive (MLP) attention of size 512, "
-        "h~_t = tanh(W_c [c_t; h_t]) of 512 feeds Linear(512, V) and the next step; the decoder starts from the "
-        "concatenated final forward and backward encoder states (bridge copy, OpenNMT-py's default); weights "
-        "from U(-0.1, 0.1) (OpenNMT-py's param_init 0.1)"
+        "OpenNMT-py's architecture and function: Luong decoder step with input feeding (the GRU reads "
+        "[E y_{t-1}; previous attentional vector h~_{t-1}]), its new state h_t queries additive (MLP) attention "
+        "of size 512 with a bias in its score, v^T tanh(W_q h_t + b + U h_j); h~_t = W_c [c_t; h_t] of 512, "
+        "with no tanh, feeds Linear(512, V) and the next step; the decoder starts from the concatenated final "
+        "forward and backward encoder states (bridge copy, OpenNMT-py's default); weights from U(-0.1, 0.1) "
+        "(OpenNMT-py's param_init 0.1). OpenNMT-py's h~_t has a bias too (512 parameters more there), which "
+        "the next layers' biases absorb but for dropout: its converted weights decode identically"
+    ),
+    "attnmt-tanh": (
+        "OpenNMT-py's shapes with Luong's attentional vector: as `attnmt`, but h~_t = tanh(W_c [c_t; h_t]) "
+        "and no bias in the attention's score, so not the same function as OpenNMT-py's model (the "
+        "identical-model races committed before the two were compared on one set of weights ran it as `attnmt`)"
     ),
     "attnmt-bahdanau": (
         "Bahdanau decoder as in the paper: attends with s_{t-1}, GRU input [E y_{t-1}; c_t], maxout deep "

@@ -33,6 +33,9 @@ class Finished:
     log: Path
 
 
+ARCHITECTURE = "architecture.txt"  # in a run folder: the notes of the system that trained it
+
+
 def run_command(system: str, what: str, command: Command, log: Path) -> Finished:
     """Run `command`, its output into `log`; a failure is a PeerError quoting the log's end."""
     env = {**os.environ, **command.env}
@@ -131,6 +134,13 @@ class Harness:
             except PeerError as error:
                 self.drop(system, error)
 
+    def kept(self, system: PeerSystem, record: Path) -> bool:
+        """Whether `record`, what a finished run wrote into its folder, is there and the run was
+        trained by `system` as it is now (the architecture notes `train` wrote beside it): a run
+        of another architecture under the same system name is not reused."""
+        notes = record.parent / ARCHITECTURE
+        return record.exists() and notes.exists() and notes.read_text(encoding="utf-8") == system.architecture_notes
+
     def train(
         self,
         system: PeerSystem,
@@ -145,6 +155,7 @@ class Harness:
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
+        (folder / ARCHITECTURE).write_text(system.architecture_notes, encoding="utf-8")
         python = self.pythons[system.name]
         setup = self.setup if seed is None else dataclasses.replace(self.setup, seed=seed)
         system.prepare(setup, folder, python)

@@ -122,7 +122,7 @@ def _decoding_model(harness: Harness, system: PeerSystem, updates: int) -> Path:
     """A model of `system` trained for `updates` updates, trained once and kept in the work folder."""
     folder = harness.work / "speed" / system.name / f"model-{updates}"
     done = folder / "trained.json"
-    if not done.exists():
+    if not harness.kept(system, done):
         harness.say(f"{system.name}: training the decoding model ({updates} updates, once)")
         finished, events = harness.train(system, folder, steps=updates, max_minutes=None, save_every=updates)
         record = {"updates": len(events.steps), "minutes": finished.seconds / 60}
@@ -181,7 +181,7 @@ def quality(
                 continue
             folder = harness.work / "quality" / system.name / f"seed-{seed}"
             done = folder / "result.json"
-            if done.exists():
+            if harness.kept(system, done):
                 harness.say(f"{system.name}: seed {seed} already trained for the budget; reusing {done}")
             else:
                 try:
@@ -277,7 +277,7 @@ def stopping(harness: Harness, options: StoppingOptions, on_run: Callable[[dict]
 def _stopping_run(harness: Harness, system: PeerSystem, options: StoppingOptions, seed: int) -> dict:
     folder = harness.work / "stopping" / system.name / f"seed-{seed}"
     trained = folder / "trained.json"
-    if not trained.exists():
+    if not harness.kept(system, trained):
         harness.say(f"{system.name}: training {options.updates} updates, seed {seed} (untimed)")
         started, at_start = datetime.now(timezone.utc).isoformat(timespec="seconds"), provenance()
         finished, events = harness.train(

@@ -60,10 +60,11 @@ class OpenNMT(PeerSystem):
         "Encoder: encoder_type brnn, GRU, hidden_size 512 = 256 per direction, 1 layer, packed "
         "sequences. Decoder: InputFeedRNNDecoder, one GRUCell of 512 whose input is [embedding 256; "
         "previous attentional vector 512]. No bridge (OpenNMT's default): the decoder starts from "
-        "the concatenated final forward/backward encoder states, with no parameters (attnmt's "
-        "bridge: tanh(W h + b)). Attention: global_attention mlp, score v^T tanh(W_q h_t + b + U h_j) with "
+        "the concatenated final forward/backward encoder states, with no parameters. Attention: "
+        "global_attention mlp, score v^T tanh(W_q h_t + b + U h_j) with "
         "the decoder state h_t after this step's GRU update (Luong's order, not Bahdanau's "
-        "previous-state query); attentional vector tanh(W_out [c_t; h_t] + b) feeds the generator "
+        "previous-state query); attentional vector W_out [c_t; h_t] + b, with no tanh (OpenNMT-py "
+        "applies one for dot and general attention only), feeds the generator "
         "Linear(512, V) and the next step. Dropout 0.3 on source and target embeddings and on the "
         "attentional vector. Parameters initialised uniform(-0.1, 0.1) (param_init 0.1). "
         "Vocabularies: tokens seen >= 2 times in train plus <unk> <blank> <s> </s>, no padding to "
@@ -94,7 +95,9 @@ class OpenNMT(PeerSystem):
         return python
 
     def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
-        return input_feeding_mlp_shapes(setup, bridge="copy")
+        # its mlp attention: a bias in the score, no tanh on the attentional vector
+        shapes = input_feeding_mlp_shapes(setup, bridge="copy")
+        return shapes.model_copy(update={"attention_bias": True, "attentional_tanh": False})
 
     def train_options(self, setup: Setup, work: Path) -> dict:
         """Everything but train_steps and save_checkpoint_steps, which the probe gets per run."""
@@ -203,6 +206,12 @@ class OpenNMT(PeerSystem):
             str(alpha),
         ]
         return Command(argv=argv, cwd=work.resolve(), env=_thread_env(setup))
+
+    def convert_command(self, python: Path, weights: Path, output: Path) -> Command:
+        """The probe's `convert`: the weights `same_weights.write_for_opennmt` wrote, as an
+        OpenNMT-py checkpoint at `output`."""
+        argv = [str(python.absolute()), str(PROBE), "convert", "--weights", str(weights.resolve())]
+        return Command(argv=[*argv, "--output", str(output.resolve())], cwd=output.parent.resolve())
 
 
 def _corpus(setup: Setup) -> dict:

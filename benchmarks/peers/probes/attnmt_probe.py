@@ -45,12 +45,13 @@ def train(args: argparse.Namespace) -> None:
 
 def search_options(decode: DecodeConfig, args: argparse.Namespace) -> SearchOptions:
     """The run's decode settings with the command line's beam, stopping rule and length penalty
-    (the run's own where not given), and max_length_a 0: the same fixed length limit as the peers."""
+    (the run's own where not given), and max_length_a 0: the same fixed length limit as the peers,
+    whose `max_length` counts the tokens before </s> (attnmt's counts </s> too, hence the + 1)."""
     return SearchOptions.from_config(
         decode,
         beam_size=args.beam,
         max_length_a=0.0,
-        max_length_b=args.max_length,
+        max_length_b=args.max_length + 1,
         stopping=args.stopping,
         length_penalty=args.alpha,
     )

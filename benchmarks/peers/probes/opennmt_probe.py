@@ -5,6 +5,7 @@ Runs in OpenNMT-py's virtual environment: imports only torch, onmt, the standard
     opennmt_probe.py train --config train.yaml --events E --threads N --steps S --save-every K [--max-minutes M]
     opennmt_probe.py translate --model CKPT --source F --output O --result R --threads N --beam-size B
                                --batch-size N --max-length L [--length-penalty none|avg|wu --alpha A]
+    opennmt_probe.py convert --weights W.pt --output CKPT.pt
 
 Training goes through `onmt.bin.train.train`, OpenNMT's own entry point, with the clock started
 just before it (so vocabularies, model and data iterator are built on the clock, as for every
@@ -32,10 +33,7 @@ from _probe import Recorder, record_training, set_threads, write_translation_res
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     set_threads(args.threads)
-    if args.mode == "train":
-        train(args)
-    else:
-        translate(args)
+    {"train": train, "translate": translate, "convert": convert}[args.mode](args)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     translation.add_argument("--max-length", type=int, required=True)
     translation.add_argument("--length-penalty", choices=("none", "avg", "wu"), default="none")
     translation.add_argument("--alpha", type=float, default=0.0, help="wu's alpha")
+    conversion = modes.add_parser("convert")
+    conversion.add_argument("--weights", type=Path, required=True, help="benchmarks/peers/same_weights.py's file")
+    conversion.add_argument("--output", type=Path, required=True)
+    conversion.add_argument("--threads", type=int, default=1)
     return parser
 
 
@@ -148,6 +150,39 @@ def _translate_argv(args: argparse.Namespace) -> list[str]:
         "-n_best", "1",
         "-gpu", "-1",
     ]  # fmt: skip
+
+
+def convert(args: argparse.Namespace) -> None:
+    """attnmt's weights as an OpenNMT-py checkpoint: OpenNMT-py's model built from the options
+    the file names, every parameter loaded strictly (none missing, none left over), saved the
+    way OpenNMT-py's trainer saves one (model without the generator, generator, vocabularies,
+    options)."""
+    from onmt.bin import train as onmt_train
+    from onmt.inputters.inputter import dict_to_vocabs, vocabs_to_dict
+    from onmt.model_builder import build_base_model
+    from onmt.utils.parse import ArgumentParser
+
+    given = torch.load(args.weights, weights_only=True)
+    argv = ["-data", "none", "-src_vocab", "none"]  # required by the parser, read only by training
+    for name, value in given["options"].items():
+        argv += [f"-{name}", *(str(item) for item in (value if isinstance(value, list) else [value]))]
+    options = onmt_train._get_parser().parse_args(argv)
+    ArgumentParser.update_model_opts(options)
+    ArgumentParser.validate_model_opts(options)
+    vocabs = dict_to_vocabs({"src": given["src"], "tgt": given["tgt"], "data_task": "seq2seq"})
+    model = build_base_model(options, vocabs)
+    torch.nn.Module.load_state_dict(model, given["state"], strict=True)  # NMTModel overrides it for its checkpoints
+    state = model.state_dict()
+    checkpoint = {
+        "model": {name: tensor for name, tensor in state.items() if not name.startswith("generator.")},
+        "generator": model.generator.state_dict(),
+        "vocab": vocabs_to_dict(vocabs),
+        "opt": options,
+        "optim": None,
+    }
+    temporary = args.output.with_name(f".{args.output.name}.partial")
+    torch.save(checkpoint, temporary)
+    temporary.replace(args.output)
 
 
 def _allow_full_checkpoint_load() -> None:

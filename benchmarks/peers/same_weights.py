@@ -1,0 +1,157 @@
+"""An attnmt model of OpenNMT-py's RNN architecture as an OpenNMT-py 3.5 checkpoint: one set of
+weights that both toolkits decode, so their searches and their speed are compared on one model.
+
+OpenNMT-py's `brnn` encoder with its `InputFeedRNNDecoder` and `global_attention mlp` computes
+attnmt's Luong step with input feeding, additive attention with a bias in its score
+(`model.attention_bias`), the attentional vector without Luong's tanh
+(`model.attentional_tanh: false`), the copy bridge and an untied output layer. One parameter
+differs: OpenNMT-py's attentional vector has a bias, which attnmt's has not; written as zero,
+the OpenNMT-py model is the attnmt model, parameter for parameter:
+
+    attnmt                                  OpenNMT-py
+    encoder.embedding.weight                encoder.embeddings.make_embedding.emb_luts.0.weight
+    encoder.rnn.*                           encoder.rnn.*            (torch's GRU, both)
+    decoder.embedding.weight                decoder.embeddings.make_embedding.emb_luts.0.weight
+    decoder.rnn.{weight,bias}_{ih,hh}_l{N}  decoder.rnn.layers.N.{weight,bias}_{ih,hh}
+                                            (input [E y_{t-1}; h~_{t-1}] in both)
+    decoder.attention.key_projection        decoder.attn.linear_context
+    decoder.attention.query_projection      decoder.attn.linear_query (its bias 0 without attention_bias)
+    decoder.attention.score_vector          decoder.attn.v
+    decoder.combine ([c_t; h_t])            decoder.attn.linear_out (bias 0)
+    decoder.output                          generator
+
+The vocabularies keep attnmt's order, so no row moves; attnmt's special tokens take OpenNMT-py's
+names (`<pad>` is its `<blank>`). Both start the decoder from the encoder's final states, forward
+and backward concatenated, and feed a zero attentional vector at the first step.
+
+The OpenNMT-py side (building its model from these options and saving its checkpoint) runs in
+its own environment: `probes/opennmt_probe.py convert`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from attnmt.checkpoint import load_trained
+from attnmt.config import ModelConfig
+from attnmt.utils import UserError, atomic_path
+from attnmt.vocab import SPECIALS, Vocab
+from benchmarks.peers.harness import Harness, run_command
+from benchmarks.peers.opennmt import OpenNMT
+
+# attnmt's special tokens under OpenNMT-py's names (onmt.constants.DefaultTokens)
+OPENNMT_SPECIALS = {"<pad>": "<blank>", "<unk>": "<unk>", "<s>": "<s>", "</s>": "</s>"}
+# What the model must be for the conversion to be exact: (field, required value, why).
+REQUIRED = (
+    ("rnn", "gru", "OpenNMT-py's LSTM decoder starts from the encoder's final cells, attnmt's from zero"),
+    ("decoder", "luong", "OpenNMT-py's RNN decoder updates its state before it attends"),
+    ("input_feeding", True, "OpenNMT-py's decoder here is its InputFeedRNNDecoder"),
+    ("attentional_tanh", False, "OpenNMT-py's mlp attention makes the attentional vector without a tanh"),
+    ("attention", "additive", "OpenNMT-py's `global_attention mlp`"),
+    ("bridge", "copy", "OpenNMT-py starts the decoder from the encoder's final states as they are"),
+    ("bidirectional", True, "OpenNMT-py's `brnn` encoder"),
+    ("tie_embeddings", False, "an untied output layer, OpenNMT-py's default"),
+    ("tie_source_embeddings", False, "separate source and target embeddings"),
+)
+
+
+def check_convertible(model: ModelConfig) -> None:
+    """A UserError naming the first setting that makes the OpenNMT-py model compute otherwise."""
+    for field, required, why in REQUIRED:
+        if getattr(model, field) != required:
+            raise UserError(f"model.{field}: {getattr(model, field)!r}; OpenNMT-py needs {required!r} ({why})")
+    if model.encoder_layers != model.decoder_layers:
+        raise UserError(
+            f"model.encoder_layers: {model.encoder_layers} against model.decoder_layers "
+            f"{model.decoder_layers}; OpenNMT-py copies each encoder layer's final state into its decoder layer"
+        )
+    if 2 * model.encoder_hidden != model.decoder_hidden:
+        raise UserError(
+            f"model.decoder_hidden: {model.decoder_hidden}; OpenNMT-py's one hidden_size needs twice "
+            f"model.encoder_hidden ({2 * model.encoder_hidden})"
+        )
+    if model.attention_size not in (None, model.decoder_hidden):
+        raise UserError(f"model.attention_size: {model.attention_size}; OpenNMT-py's mlp attention is hidden_size wide")
+
+
+def opennmt_options(model: ModelConfig) -> dict:
+    """The `onmt_train` options that build this model's OpenNMT-py twin."""
+    return {
+        "encoder_type": "brnn",
+        "decoder_type": "rnn",
+        "rnn_type": "GRU",
+        "enc_layers": model.encoder_layers,
+        "dec_layers": model.decoder_layers,
+        "hidden_size": model.decoder_hidden,
+        "word_vec_size": model.embedding_size,
+        "global_attention": "mlp",
+        "input_feed": 1,
+        "dropout": [model.dropout],
+    }
+
+
+def opennmt_tokens(vocab: Vocab) -> list[str]:
+    """`vocab`'s tokens in its own order, its special tokens under OpenNMT-py's names."""
+    tokens = list(vocab.tokens)
+    renamed = set(OPENNMT_SPECIALS.values())
+    for index, token in enumerate(tokens[len(SPECIALS) :], start=len(SPECIALS)):
+        if token in renamed:
+            raise UserError(f"vocabulary token {index} is {token!r}, a special token's name in OpenNMT-py")
+    return [OPENNMT_SPECIALS[token] for token in tokens[: len(SPECIALS)]] + tokens[len(SPECIALS) :]
+
+
+def opennmt_state(state: dict[str, torch.Tensor], model: ModelConfig) -> dict[str, torch.Tensor]:
+    """attnmt's state dict under OpenNMT-py's names (module docstring), the biases it lacks zero."""
+    renamed = {
+        "encoder.embedding.weight": "encoder.embeddings.make_embedding.emb_luts.0.weight",
+        "decoder.embedding.weight": "decoder.embeddings.make_embedding.emb_luts.0.weight",
+        "decoder.attention.key_projection.weight": "decoder.attn.linear_context.weight",
+        "decoder.attention.query_projection.weight": "decoder.attn.linear_query.weight",
+        "decoder.attention.query_projection.bias": "decoder.attn.linear_query.bias",  # with attention_bias
+        "decoder.attention.score_vector.weight": "decoder.attn.v.weight",
+        "decoder.combine.weight": "decoder.attn.linear_out.weight",
+        "decoder.output.weight": "generator.weight",
+        "decoder.output.bias": "generator.bias",
+    }
+    for layer in range(model.decoder_layers):
+        for kind in ("weight", "bias"):
+            for gates in ("ih", "hh"):
+                renamed[f"decoder.rnn.{kind}_{gates}_l{layer}"] = f"decoder.rnn.layers.{layer}.{kind}_{gates}"
+    # OpenNMT-py's two biases that attnmt's model may lack: zero, the value that adds nothing
+    converted = {
+        f"decoder.attn.{layer}.bias": torch.zeros(model.decoder_hidden) for layer in ("linear_query", "linear_out")
+    }
+    for name, tensor in state.items():
+        target = renamed.get(name, name if name.startswith("encoder.rnn.") else None)
+        if target is None:
+            raise UserError(f"{name}: a parameter the OpenNMT-py model does not have")
+        converted[target] = tensor.detach().clone().contiguous()
+    return converted
+
+
+def write_for_opennmt(run: str | Path, path: Path, which: str = "best") -> dict:
+    """The run's `which` checkpoint (or a checkpoint folder) as what the OpenNMT-py probe's
+    `convert` reads: options, tensors and vocabularies, in one torch file of plain containers
+    (loadable with weights_only). Returns what it wrote, without the tensors."""
+    trained = load_trained(run, which)
+    check_convertible(trained.config.model)
+    run_dir = trained.run_dir
+    vocabs = {side: opennmt_tokens(Vocab.load(run_dir / f"{side}.vocab.json")) for side in ("src", "tgt")}
+    described = {"checkpoint": str(trained.checkpoint), "options": opennmt_options(trained.config.model), **vocabs}
+    state = opennmt_state(trained.model.state_dict(), trained.config.model)
+    with atomic_path(path) as temporary:
+        torch.save({**described, "state": state}, temporary)
+    return described
+
+
+def to_opennmt(harness: Harness, opennmt: OpenNMT, checkpoint: Path, folder: Path) -> Path:
+    """`checkpoint` (an attnmt checkpoint folder of the race architecture) as an OpenNMT-py
+    checkpoint in `folder`, made in OpenNMT-py's installed environment; returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    weights, converted = folder / "attnmt-weights.pt", folder / "model_step_converted.pt"
+    write_for_opennmt(checkpoint, weights)
+    command = opennmt.convert_command(harness.pythons[opennmt.name], weights, converted)
+    run_command(opennmt.name, "converting attnmt's weights", command, folder / "convert.log")
+    return converted

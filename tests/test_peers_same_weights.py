@@ -1,0 +1,136 @@
+"""One set of weights through both toolkits: an attnmt model of OpenNMT-py's architecture
+converted into an OpenNMT-py checkpoint scores and translates as it does in attnmt."""
+
+import json
+import subprocess
+
+import pytest
+import torch
+
+from attnmt.checkpoint import load_trained
+from attnmt.cli import main
+from attnmt.config import load_config
+from attnmt.utils import UserError
+from attnmt.vocab import BOS, Vocab
+from benchmarks.peers.attnmt_peer import Attnmt
+from benchmarks.peers.same_weights import check_convertible, to_opennmt, write_for_opennmt
+from benchmarks.peers.system import Setup
+from tests.peer_helpers import TINY, installed_peer, write_tiny_task
+
+RACE = "configs/multi30k-en-de-race.yaml"
+OPENNMT_FUNCTION = ["model.attentional_tanh=false", "model.attention_bias=true"]
+# Teacher-forced log-probabilities of OpenNMT-py's model, run in its own environment:
+# argv: checkpoint, then a JSON list of [source tokens, target tokens] pairs.
+SCORE_SCRIPT = """
+import argparse, json, sys
+import torch
+from onmt.model_builder import load_test_model
+torch.serialization.add_safe_globals([argparse.Namespace])
+options = argparse.Namespace(models=[sys.argv[1]], world_size=1, gpu=-1, gpu_ranks=[], precision="fp32")
+vocabs, model, _ = load_test_model(options, model_path=sys.argv[1])
+scores = []
+for source, target in json.loads(sys.argv[2]):
+    src = torch.tensor([vocabs["src"][token] for token in source]).view(1, -1, 1)
+    tgt = torch.tensor([vocabs["tgt"]["<s>"]] + [vocabs["tgt"][token] for token in target] + [0]).view(1, -1, 1)
+    with torch.no_grad():
+        outputs, _ = model(src, tgt, torch.tensor([len(source)]), bptt=False)  # reads tgt[:, :-1]
+        scores.append(torch.log_softmax(model.generator(outputs[0]), dim=-1).tolist())
+print(json.dumps(scores))
+"""
+
+
+def tiny_setup(data) -> Setup:
+    return Setup(data_dir=data, decode_batch_sentences=4, max_output_length=20, threads=1)
+
+
+def train_tiny(data, run_dir, *settings: str) -> None:
+    """The race config's model at a tiny size on the tiny task, trained 60 updates: far from
+    perfect, so its outputs depend on every part of the function."""
+    options = [
+        "data.corpus=files",
+        *(
+            f"data.{split}={data / name}"
+            for split, name in (("train", "train"), ("valid", "valid"), ("test", "test2016"))
+        ),
+        "data.min_freq=1",
+        "data.batch_tokens=100000",
+        "data.max_batch_sentences=16",
+        "model.embedding_size=16",
+        "model.encoder_hidden=16",
+        "model.decoder_hidden=32",
+        "train.lr=0.01",
+        "train.max_steps=60",
+        "train.valid_every=60",
+        "train.valid_bleu_sentences=8",
+        "train.threads=1",
+        f"train.run_dir={run_dir}",
+        *settings,
+    ]
+    assert main(["train", RACE, *(item for option in options for item in ("--set", option))]) == 0
+
+
+def test_a_model_that_computes_otherwise_is_refused_naming_the_setting(tmp_path):
+    config = load_config(RACE)
+    with pytest.raises(UserError, match=r"model\.attentional_tanh: True; OpenNMT-py needs False"):
+        check_convertible(config.model)
+    opennmt = load_config(RACE, OPENNMT_FUNCTION).model
+    check_convertible(opennmt)
+    for setting, value, named in [
+        ("rnn", "lstm", r"model\.rnn"),
+        ("attention", "general", r"model\.attention"),
+        ("bridge", "tanh", r"model\.bridge"),
+        ("encoder_layers", 2, r"model\.encoder_layers: 2 against model\.decoder_layers 1"),
+        ("attention_size", 64, r"model\.attention_size: 64"),
+    ]:
+        with pytest.raises(UserError, match=named):
+            check_convertible(opennmt.model_copy(update={setting: value}))
+    data = write_tiny_task(tmp_path / "data")
+    train_tiny(data, tmp_path / "tanh")
+    with pytest.raises(UserError, match=r"model\.attentional_tanh"):
+        write_for_opennmt(tmp_path / "tanh", tmp_path / "weights.pt")
+    assert not (tmp_path / "weights.pt").exists()
+
+
+@pytest.mark.parametrize("attention_bias", [True, False])
+def test_converted_weights_score_and_translate_the_same_in_opennmt_py(attention_bias, tmp_path):
+    """Per target token the same log-probabilities from both toolkits, and the same translations,
+    greedy and with beam 5 where both stop at the best hypothesis's end with no penalty."""
+    data = write_tiny_task(tmp_path / "data")
+    setup = tiny_setup(data)
+    harness, opennmt = installed_peer("opennmt-py", setup)
+    attnmt = Attnmt()
+    harness.systems.append(attnmt)
+    harness.install()
+    run_dir = tmp_path / "attnmt"
+    train_tiny(data, run_dir, "model.attentional_tanh=false", f"model.attention_bias={str(attention_bias).lower()}")
+    trained = load_trained(run_dir)
+    converted = to_opennmt(harness, opennmt, trained.checkpoint, tmp_path / "opennmt")
+
+    sources = (data / "test2016.en").read_text(encoding="utf-8").splitlines()
+    references = (data / "test2016.de").read_text(encoding="utf-8").splitlines()
+    pairs = [(source.split(), reference.split()) for source, reference in zip(sources, references, strict=True)]
+    python = harness.pythons[opennmt.name].absolute()
+    done = subprocess.run(
+        [str(python), "-c", SCORE_SCRIPT, str(converted), json.dumps(pairs)], capture_output=True, text=True, check=True
+    )
+    theirs = json.loads(done.stdout)
+    src_vocab, tgt_vocab = (Vocab.load(run_dir / f"{side}.vocab.json") for side in ("src", "tgt"))
+    for (source, target), their_scores in zip(pairs, theirs, strict=True):
+        src, tgt_in = torch.tensor([src_vocab.encode(source)]), torch.tensor([[BOS, *tgt_vocab.encode(target)]])
+        with torch.no_grad():
+            logits, _ = trained.model(src, torch.tensor([len(source)]), tgt_in)
+        ours = torch.log_softmax(logits[0], dim=-1)  # (T + 1, V): every target token and </s>
+        torch.testing.assert_close(ours, torch.tensor(their_scores), atol=1e-4, rtol=1e-4)
+
+    for beam, our_search, their_search in [
+        (1, {}, {}),
+        (5, {"stopping": "best_finished", "alpha": 0.0}, {"length_penalty": "none", "alpha": 0.0}),
+    ]:
+        ours = harness.translate(attnmt, tmp_path / "ours", trained.checkpoint, "test2016", beam, search=our_search)
+        theirs = harness.translate(opennmt, tmp_path / "theirs", converted, "test2016", beam, search=their_search)
+        our_lines, their_lines = (
+            next(folder.glob(f"test2016-beam{beam}*.txt")).read_text(encoding="utf-8").splitlines()
+            for folder in (tmp_path / "ours", tmp_path / "theirs")
+        )
+        assert len(our_lines) == TINY["test2016"] and our_lines == their_lines
+        assert ours["bleu_tok_lc"] == theirs["bleu_tok_lc"]
