@@ -12,9 +12,20 @@ from attnmt.cli import main
 from attnmt.config import load_config
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, Vocab
+from benchmarks.peers import __main__ as peers_cli
 from benchmarks.peers.attnmt_peer import Attnmt
-from benchmarks.peers.same_weights import check_convertible, to_opennmt, write_for_opennmt
-from benchmarks.peers.system import Setup
+from benchmarks.peers.data import prepare_data
+from benchmarks.peers.report import same_weights_rows
+from benchmarks.peers.same_weights import (
+    SEARCHES,
+    SameWeightsOptions,
+    check_convertible,
+    same_weights,
+    to_opennmt,
+    write_for_opennmt,
+)
+from benchmarks.peers.system import PeerError, Setup
+from tests.data_helpers import SHARED_DATA, needs_multi30k
 from tests.peer_helpers import TINY, installed_peer, write_tiny_task
 
 RACE = "configs/multi30k-en-de-race.yaml"
@@ -134,3 +145,42 @@ def test_converted_weights_score_and_translate_the_same_in_opennmt_py(attention_
         )
         assert len(our_lines) == TINY["test2016"] and our_lines == their_lines
         assert ours["bleu_tok_lc"] == theirs["bleu_tok_lc"]
+
+
+@needs_multi30k
+def test_the_same_weights_mode_decodes_one_model_through_both_and_keeps_it(tmp_path, monkeypatch):
+    """The harness's attnmt model of the race, tiny and barely trained, on the shared Multi30k
+    tokens: converted, decoded by both toolkits with each search, every output line the same;
+    a second invocation reuses the trained model."""
+    monkeypatch.setenv("ATTNMT_DATA", str(SHARED_DATA))
+    data = prepare_data(tmp_path / "data")
+    small = Setup(
+        data_dir=data, embedding_size=16, encoder_hidden=16, decoder_hidden=32, max_output_length=8, threads=1
+    )
+    harness, opennmt = installed_peer("opennmt-py", small)
+    harness.work = tmp_path / "work"
+    harness.systems, harness.pythons["attnmt"] = [Attnmt(), opennmt], Attnmt().install(tmp_path)
+    saved = []
+    results = same_weights(harness, SameWeightsOptions(updates=3, seeds=(1,), repeats=2), saved.append)
+    (run,) = results["runs"]
+    assert saved and run["updates"] == 3 and [row["search"] for row in run["rows"]] == list(SEARCHES)
+    for row in run["rows"]:
+        assert row["identical_outputs"] == 1.0
+        ours, theirs = row["systems"]["attnmt"], row["systems"]["opennmt-py"]
+        assert ours["bleu_tok_lc"] == theirs["bleu_tok_lc"] and ours["generated_tokens"] == theirs["generated_tokens"]
+        assert len(ours["sentences_per_s"]["values"]) == 2 and theirs["sentences_per_s"]["median"] > 0
+    header, lines = same_weights_rows(results)
+    assert header[3] == "identical outputs" and [line[3] for line in lines] == ["100.0%", "100.0%"]
+    record = tmp_path / "work" / "same-weights" / "seed-1" / "attnmt" / "trained.json"
+    stamp = record.stat().st_mtime_ns
+    same_weights(harness, SameWeightsOptions(updates=3, seeds=(1,), repeats=1))
+    assert record.stat().st_mtime_ns == stamp  # kept, not trained again
+    harness.systems = [opennmt]
+    with pytest.raises(PeerError, match="same-weights: needs the systems attnmt and opennmt-py"):
+        same_weights(harness, SameWeightsOptions(updates=3))
+
+
+def test_the_same_weights_mode_races_attnmt_and_opennmt_py_only():
+    args = peers_cli.parse_args(["same-weights", "--updates", "10", "--repeats", "2"])
+    assert (args.systems, args.updates, args.repeats, args.seeds) == (["attnmt", "opennmt-py"], 10, 2, (1,))
+    assert peers_cli.default_results("same-weights", args.systems).name == "peers-same-weights.json"

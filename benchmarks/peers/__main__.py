@@ -7,6 +7,8 @@
     common: [--work DIR] [--data-dir DIR] [--threads 2] [--json OUT]
     python -m benchmarks.peers stopping [--systems attnmt,opennmt-py] [--updates 4600] [--seeds 1,2]
                                        # output length and BLEU per search, on models of equal updates
+    python -m benchmarks.peers same-weights [--updates 4600] [--seeds 1] [--repeats 3]
+                                       # one attnmt model decoded by both it and OpenNMT-py
     python -m benchmarks.peers markdown RESULTS.json   # the tables README and docs quote
 
 Each peer is installed once, pinned, into its own virtual environment under the work folder
@@ -43,11 +45,13 @@ from benchmarks.peers.report import (
     print_speed,
     quality_curves,
     quality_rows,
+    same_weights_rows,
     save_figure,
     speed_rows,
     stopping_rows,
 )
-from benchmarks.peers.system import PeerSystem, Setup
+from benchmarks.peers.same_weights import SameWeightsOptions, same_weights
+from benchmarks.peers.system import PeerError, PeerSystem, Setup
 from benchmarks.report import markdown_table
 
 # name -> (module, class): imported when chosen, so a broken adapter only affects itself.
@@ -68,6 +72,7 @@ DEFAULT_JSON = {
     "quality": Path("docs/results/peers-quality-identical.json"),
     "quality-recipes": Path("docs/results/peers-quality-recipes.json"),
     "stopping": Path("benchmarks/results/peers-stopping.json"),
+    "same-weights": Path("benchmarks/results/peers-same-weights.json"),
 }
 
 
@@ -151,14 +156,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     stopping_parser.add_argument("--updates", type=positive_int, default=StoppingOptions.updates)
     stopping_parser.add_argument("--save-every", type=positive_int, default=StoppingOptions.save_every)
     stopping_parser.add_argument("--seeds", type=seed_list, default=StoppingOptions.seeds, help="comma-separated")
+    same_parser = modes.add_parser("same-weights", help="one attnmt model decoded by attnmt and by OpenNMT-py")
+    same_parser.add_argument("--updates", type=positive_int, default=SameWeightsOptions.updates)
+    same_parser.add_argument("--seeds", type=seed_list, default=SameWeightsOptions.seeds, help="comma-separated")
+    same_parser.add_argument("--repeats", type=positive_int, default=SameWeightsOptions.repeats)
     markdown_parser = modes.add_parser("markdown", help="print a results file's tables as Markdown")
     markdown_parser.add_argument("results", type=Path)
     for sub, systems in (
         (speed_parser, DEFAULT_SYSTEMS),
         (quality_parser, DEFAULT_SYSTEMS),
         (stopping_parser, ["attnmt", "opennmt-py"]),
+        (same_parser, None),
     ):
-        sub.add_argument("--systems", type=system_names, default=systems, help=f"of {', '.join(SYSTEMS)}")
+        if systems is not None:
+            sub.add_argument("--systems", type=system_names, default=systems, help=f"of {', '.join(SYSTEMS)}")
+        else:
+            sub.set_defaults(systems=["attnmt", "opennmt-py"])
         sub.add_argument("--work", type=Path, default=None, help="work folder (default: the cache's peers/)")
         sub.add_argument("--data-dir", default=None, help="Multi30k folder (default: $ATTNMT_DATA, then the cache)")
         sub.add_argument("--threads", type=positive_int, default=Setup.threads, help="threads of every system")
@@ -175,8 +188,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def print_markdown(path: Path) -> int:
     try:
         results = json.loads(path.read_text(encoding="utf-8"))
-        rows_of = {"speed": speed_rows, "quality": quality_rows, "stopping": stopping_rows}[results["mode"]]
-        header, rows = rows_of(results)
+        rows_of = {"speed": speed_rows, "quality": quality_rows, "stopping": stopping_rows}
+        rows_of["same-weights"] = same_weights_rows
+        header, rows = rows_of[results["mode"]](results)
     except (OSError, ValueError, KeyError) as error:
         print(f"benchmarks.peers: error: {path}: not a results file of this benchmark ({error})", file=sys.stderr)
         return 2
@@ -206,15 +220,20 @@ def main(argv: list[str] | None = None) -> int:
         "setup": {**setup.describe(), "data_dir": "multi30k en-de, lowercased word tokens (benchmarks/peers/data.py)"},
     }
     path = args.json or default_results(args.mode, args.systems)
+
+    def save_partial(partial: dict) -> None:  # after every run, as the race does
+        write_results(path, {**results, **partial, "errors": harness.errors}, "benchmarks.peers", argv)
+
     if args.mode == "speed":
         results.update(speed(harness, SpeedOptions(args.repeats, args.warmup, args.steps, args.decode_updates)))
     elif args.mode == "stopping":
-
-        def save_stopping(partial: dict) -> None:  # after every run, as the race does
-            write_results(path, {**results, **partial, "errors": harness.errors}, "benchmarks.peers", argv)
-
-        options = StoppingOptions(args.updates, args.save_every, args.seeds)
-        results.update(stopping(harness, options, on_run=save_stopping))
+        results.update(stopping(harness, StoppingOptions(args.updates, args.save_every, args.seeds), save_partial))
+    elif args.mode == "same-weights":
+        try:
+            options = SameWeightsOptions(args.updates, args.seeds, args.repeats)
+            results.update(same_weights(harness, options, save_partial))
+        except PeerError as error:
+            harness.errors["same-weights"] = str(error)
     else:
         options = QualityOptions(args.minutes, args.save_every, args.seeds)
         try:
@@ -232,8 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     write_results(path, results, "benchmarks.peers", argv)
     if args.mode == "quality" and results["systems"]:
         console.log(f"curves drawn in {save_figure(quality_curves(results), path.with_suffix('.png'))}")
-    if args.mode == "stopping":
-        print("\n".join(markdown_table(*stopping_rows(results))))
+    if args.mode in ("stopping", "same-weights"):
+        print("\n".join(markdown_table(*(stopping_rows if args.mode == "stopping" else same_weights_rows)(results))))
     else:
         (print_speed if args.mode == "speed" else print_quality)(results, Console(width=200))
     console.log(f"results written to {path}")

@@ -203,6 +203,7 @@ class Harness:
         timing = json.loads(result.read_text(encoding="utf-8"))
         measured = {
             **timing,
+            "output": str(output),
             "sentences_per_s": timing["sentences"] / timing["seconds"],
             "tokens_per_s": timing["generated_tokens"] / timing["seconds"],
             **scores(output, self.setup.file(split, self.setup.tgt_lang)),

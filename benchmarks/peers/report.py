@@ -177,3 +177,23 @@ def stopping_rows(results: dict) -> tuple[list[str], list[list[str]]]:
                 figures += [f"{test['length_ratio']:.3f}", f"{test['brevity_penalty']:.3f}"]
                 lines.append([name, str(run["seed"]), search, *figures])
     return header, lines
+
+
+def same_weights_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """One line per seed and search: how many test2016 outputs the two toolkits share on one set
+    of weights, each one's BLEU, and each one's decoding speed (median and range of the repeats)."""
+    header = ["seed", "updates", "search", "identical outputs", "BLEU attnmt", "BLEU OpenNMT-py"]
+    header += ["attnmt sent/s", "OpenNMT-py sent/s", "speed ratio"]
+    lines = []
+    for run in results["runs"]:
+        for row in run["rows"]:
+            ours, theirs = row["systems"]["attnmt"], row["systems"]["opennmt-py"]
+            ratio = ours["sentences_per_s"]["median"] / theirs["sentences_per_s"]["median"]
+            figures = [
+                f"{100 * row['identical_outputs']:.1f}%",
+                f"{ours['bleu_tok_lc']:.2f}",
+                f"{theirs['bleu_tok_lc']:.2f}",
+            ]
+            figures += [format_spread(ours["sentences_per_s"], 1), format_spread(theirs["sentences_per_s"], 1)]
+            lines.append([str(run["seed"]), f"{run['updates']:,}", row["search"], *figures, f"{ratio:.2f}x"])
+    return header, lines

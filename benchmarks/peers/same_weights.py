@@ -26,10 +26,19 @@ and backward concatenated, and feed a zero attentional vector at the first step.
 
 The OpenNMT-py side (building its model from these options and saving its checkpoint) runs in
 its own environment: `probes/opennmt_probe.py convert`.
+
+`python -m benchmarks.peers same-weights` measures with it: an `attnmt` model trained for a number
+of updates (untimed, once per seed, kept in the work folder), converted, then test2016 decoded by
+both toolkits greedily and with beam 5 under OpenNMT-py's stopping rule (a sentence ends when its
+best hypothesis ends, raw log-probabilities), the two taking turns `repeats` times: how often
+their outputs are the same line, and each one's sentences per second on the same outputs.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,11 +47,23 @@ from attnmt.checkpoint import load_trained
 from attnmt.config import ModelConfig
 from attnmt.utils import UserError, atomic_path
 from attnmt.vocab import SPECIALS, Vocab
+from benchmarks.measure import describe_machine, provenance, rotated, spread
 from benchmarks.peers.harness import Harness, run_command
 from benchmarks.peers.opennmt import OpenNMT
+from benchmarks.peers.system import PeerError, PeerSystem
 
 # attnmt's special tokens under OpenNMT-py's names (onmt.constants.DefaultTokens)
 OPENNMT_SPECIALS = {"<pad>": "<blank>", "<unk>": "<unk>", "<s>": "<s>", "</s>": "</s>"}
+# The searches both toolkits run on the converted weights: name -> (beam size, attnmt's search
+# options, OpenNMT-py's), each pair the same rule.
+SEARCHES = {
+    "greedy": (1, {}, {}),
+    "beam 5, best finished, no penalty": (
+        5,
+        {"stopping": "best_finished", "alpha": 0.0},
+        {"length_penalty": "none", "alpha": 0.0},
+    ),
+}
 # What the model must be for the conversion to be exact: (field, required value, why).
 REQUIRED = (
     ("rnn", "gru", "OpenNMT-py's LSTM decoder starts from the encoder's final cells, attnmt's from zero"),
@@ -155,3 +176,73 @@ def to_opennmt(harness: Harness, opennmt: OpenNMT, checkpoint: Path, folder: Pat
     command = opennmt.convert_command(harness.pythons[opennmt.name], weights, converted)
     run_command(opennmt.name, "converting attnmt's weights", command, folder / "convert.log")
     return converted
+
+
+@dataclass(frozen=True)
+class SameWeightsOptions:
+    updates: int = 4600  # what the identical-model race's attnmt runs made in their 50 minutes
+    seeds: tuple[int, ...] = (1,)
+    repeats: int = 3
+
+
+def same_weights(
+    harness: Harness, options: SameWeightsOptions, on_run: Callable[[dict], None] = lambda results: None
+) -> dict:
+    """Every seed's model decoded by both toolkits (module docstring); `on_run` gets the results
+    after each seed. Needs the harness's `attnmt` and `opennmt-py` systems."""
+    systems = {system.name: system for system in harness.systems}
+    if set(systems) != {"attnmt", "opennmt-py"}:
+        raise PeerError(f"same-weights: needs the systems attnmt and opennmt-py, got {', '.join(systems)}")
+    attnmt, opennmt = systems["attnmt"], systems["opennmt-py"]
+    assert isinstance(opennmt, OpenNMT)
+    results: dict = {"options": {**options.__dict__, "seeds": list(options.seeds)}, "runs": []}
+    for seed in options.seeds:
+        folder = harness.work / "same-weights" / f"seed-{seed}"
+        checkpoint = _trained(harness, attnmt, folder / "attnmt", options.updates, seed)
+        converted = to_opennmt(harness, opennmt, checkpoint, folder / "opennmt")
+        rows = [
+            _decode_both(harness, folder, (attnmt, checkpoint), (opennmt, converted), name, options.repeats)
+            for name in SEARCHES
+        ]
+        run = {"seed": seed, "updates": options.updates, "checkpoint": checkpoint.name, "rows": rows}
+        results["runs"].append({**run, "machine": describe_machine(torch.device("cpu")), "provenance": provenance()})
+        on_run(results)
+    return results
+
+
+def _trained(harness: Harness, attnmt: PeerSystem, folder: Path, updates: int, seed: int) -> Path:
+    """The attnmt model of `updates` updates in `folder`, trained there once (untimed)."""
+    record = folder / "trained.json"
+    if not harness.kept(attnmt, record):
+        harness.say(f"attnmt: training {updates} updates, seed {seed} (untimed)")
+        finished, events = harness.train(attnmt, folder, steps=updates, max_minutes=None, save_every=updates, seed=seed)
+        with atomic_path(record) as temporary:
+            temporary.write_text(json.dumps({"updates": len(events.steps), "minutes": finished.seconds / 60}) + "\n")
+    checkpoints = attnmt.checkpoints(folder)
+    return checkpoints[max(checkpoints)]
+
+
+def _decode_both(harness: Harness, folder: Path, ours: tuple, theirs: tuple, search: str, repeats: int) -> dict:
+    """test2016 by both toolkits with `search`, taking turns: identical lines, BLEU, speed."""
+    beam, *options = SEARCHES[search]
+    measured: dict[str, list[dict]] = {}
+    for turn in range(repeats):
+        for (system, checkpoint), search_options in rotated(list(zip((ours, theirs), options, strict=True)), turn):
+            out = folder / "decoded" / system.name
+            decoded = harness.translate(system, out, checkpoint, "test2016", beam, search=search_options)
+            measured.setdefault(system.name, []).append(decoded)
+    lines = [Path(runs[-1]["output"]).read_text(encoding="utf-8").splitlines() for runs in measured.values()]
+    same = sum(ours_line == theirs_line for ours_line, theirs_line in zip(*lines, strict=True))
+    keys = ("bleu_tok_lc", "chrf", "length_ratio", "generated_tokens")
+    return {
+        "search": search,
+        "beam_size": beam,
+        "identical_outputs": same / len(lines[0]),
+        "systems": {
+            name: {
+                **{key: runs[-1][key] for key in keys},
+                "sentences_per_s": spread([r["sentences_per_s"] for r in runs]),
+            }
+            for name, runs in measured.items()
+        },
+    }
