@@ -142,6 +142,9 @@ def describe_machine(device=None) -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
+        # the vector instructions torch's CPU kernels use: float results, and so weights trained
+        # from one seed, differ between them (an AVX2 and an AVX-512 machine both say "AMD EPYC")
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "device": str(device),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
     }

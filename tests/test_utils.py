@@ -1,12 +1,12 @@
 """attnmt.utils: atomic writes keep the old file on failure and give the new one ordinary permissions;
-the device choice."""
+the device choice; the machine description."""
 
 import os
 
 import pytest
 import torch
 
-from attnmt.utils import UserError, atomic_path, choose_device, write_text_atomic
+from attnmt.utils import UserError, atomic_path, choose_device, describe_machine, write_text_atomic
 
 
 def test_an_atomic_write_gets_the_permissions_of_any_new_file(tmp_path):
@@ -52,3 +52,8 @@ def test_an_absent_device_names_the_setting_it_came_from(monkeypatch):
     assert raised.value.field == "device"
     with pytest.raises(UserError, match="unknown device 'tpu'"):
         choose_device("tpu")
+
+
+def test_the_machine_description_names_the_cpu_kernels_vector_instructions():
+    machine = describe_machine()
+    assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and machine["cpu"]
