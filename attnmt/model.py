@@ -224,8 +224,9 @@ def summary(model: nn.Module) -> str:
             seen.update(id(p) for p in loose)
             rows.append((top_name, sum(p.numel() for p in loose), ""))
     total = sum(count for _, count, _ in rows)
+    rows = [row for row in rows if row[1] or row[2]]  # parts without parameters (a tanh) are not listed
     width = max(len(name) for name, _, _ in [*rows, ("total", 0, "")])
     lines = [f"{'part':<{width}}  {'parameters':>12}"]
-    lines += [f"{name:<{width}}  {count:>12,}{note}" for name, count, note in rows if count or note]
+    lines += [f"{name:<{width}}  {count:>12,}{note}" for name, count, note in rows]
     lines.append(f"{'total':<{width}}  {total:>12,}")
     return "\n".join(lines)

@@ -172,6 +172,9 @@ def test_summary_counts_every_parameter_once():
     assert text.splitlines()[-1].split()[-1] == f"{total:,}"
     for part in ("encoder.embedding", "encoder.rnn", "decoder.bridge", "decoder.attention", "decoder.rnn"):
         assert part in text
+    # parts without parameters (dropout, the attentional vector's tanh) neither show nor widen the table
+    assert "attentional_activation" not in text and "dropout" not in text
+    assert len(text.splitlines()[0]) == len("decoder.to_embedding") + 2 + 12
 
 
 def test_dropout_is_active_only_in_training():
