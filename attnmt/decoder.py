@@ -11,19 +11,16 @@ Both decoders have the same calls, so the model and the search treat them alike:
 `source` is the `EncoderOutput` of the batch: the encoder's annotations, their mask and what
 the attention's `project_keys` made of them once per batch.
 
-Speed by construction. The RNN parameters live in an nn.GRU / nn.LSTM, so where no step
-depends on attention through recurrence (Luong without input feeding; no attention at all)
-the whole target runs in one RNN call and one batched attention. A single step runs the same
-weights through the gate equations below, within 10% of nn.GRUCell / nn.LSTMCell and faster than
-nn.GRU / nn.LSTM on a length-1 sequence (`python -m benchmarks.kernels` measures all three).
-Owning the gate equations also lets the teacher-forced loop project all target embeddings
-through the RNN's input weights at once, and the output layers run once over (B, T) after the
-loop: a step does only what depends on the previous state.
+Speed by construction. Where no step depends on attention through recurrence (Luong without
+input feeding; no attention at all) the whole target runs in one RNN call and one batched
+attention; otherwise the teacher-forced loop projects all target embeddings through the RNN's
+input weights at once and steps through the gate equations of `attnmt.rnn`, and the output
+layers run once over (B, T) after the loop: a step does only what depends on the previous state.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +28,7 @@ from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as Int8Linear  # what quantize.quantize_model makes of nn.Linear
 
 from attnmt.dropout import LockedDropout, WordDropout
+from attnmt.rnn import full_sequence, make_rnn, rnn_step, split_input_weight
 from attnmt.vocab import PAD
 
 
@@ -78,77 +76,6 @@ class DecoderState(NamedTuple):
             None if self.cell is None else self.cell.index_select(1, rows),
             None if self.feed is None else self.feed.index_select(0, rows),
         )
-
-
-def _gru_cell(input_gates: torch.Tensor, hidden: torch.Tensor, weight_hh: torch.Tensor, bias_hh: torch.Tensor):
-    """GRU, with torch's gate order (r, z, n); input_gates = W_i x + b_i (B, 3H), hidden (B, H).
-
-    r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z = sigmoid(W_iz x + b_iz + W_hz h + b_hz),
-    n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h.
-    """
-    input_r, input_z, input_n = input_gates.chunk(3, dim=-1)
-    hidden_r, hidden_z, hidden_n = F.linear(hidden, weight_hh, bias_hh).chunk(3, dim=-1)
-    reset = torch.sigmoid(input_r + hidden_r)
-    update = torch.sigmoid(input_z + hidden_z)
-    candidate = torch.tanh(input_n + reset * hidden_n)
-    return candidate + update * (hidden - candidate)  # (B, H)
-
-
-def _lstm_cell(input_gates, hidden, cell, weight_hh, bias_hh):
-    """LSTM, with torch's gate order (i, f, g, o); input_gates = W_i x + b_i (B, 4H).
-
-    c' = sigmoid(f) * c + sigmoid(i) * tanh(g), h' = sigmoid(o) * tanh(c').
-    """
-    gates = input_gates + F.linear(hidden, weight_hh, bias_hh)
-    in_gate, forget_gate, candidate, out_gate = gates.chunk(4, dim=-1)
-    cell = torch.sigmoid(forget_gate) * cell + torch.sigmoid(in_gate) * torch.tanh(candidate)
-    return torch.sigmoid(out_gate) * torch.tanh(cell), cell  # (B, H), (B, H)
-
-
-def _rnn_step(rnn: nn.RNNBase, input_gates: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor | None):
-    """One time step through every layer of `rnn` with its own weights.
-
-    input_gates: (B, G) the first layer's input projection W_ih x + b_ih, made by the caller so
-    that parts known in advance can be computed for all steps at once. hidden, cell: (L, B, H).
-    Between layers, dropout as nn.GRU / nn.LSTM apply it. Returns the new (hidden, cell).
-    """
-    new_hidden: list[torch.Tensor] = []
-    new_cell: list[torch.Tensor] = []
-    hidden_layers = hidden.unbind(0)
-    cell_layers = cell.unbind(0) if cell is not None else ()  # read only for an LSTM
-    for layer in range(rnn.num_layers):
-        if layer > 0:
-            below = F.dropout(new_hidden[-1], rnn.dropout, rnn.training)
-            input_gates = F.linear(below, getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"bias_ih_l{layer}"))
-        weight_hh, bias_hh = getattr(rnn, f"weight_hh_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")
-        if cell is None:
-            new_hidden.append(_gru_cell(input_gates, hidden_layers[layer], weight_hh, bias_hh))
-        else:
-            layer_hidden, layer_cell = _lstm_cell(
-                input_gates, hidden_layers[layer], cell_layers[layer], weight_hh, bias_hh
-            )
-            new_hidden.append(layer_hidden)
-            new_cell.append(layer_cell)
-    return torch.stack(new_hidden), (torch.stack(new_cell) if cell is not None else None)  # (L, B, H)
-
-
-def _make_rnn(kind: str, input_size: int, hidden_size: int, num_layers: int, dropout: float) -> nn.RNNBase:
-    if kind not in ("gru", "lstm"):
-        raise ValueError(f"unknown rnn {kind!r}; expected gru or lstm")
-    rnn_class = nn.GRU if kind == "gru" else nn.LSTM
-    return rnn_class(input_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
-
-
-def _split_input_weight(rnn: nn.RNNBase, embedding_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The first layer's W_ih split by columns (the part reading the embedding, the part reading the rest), and b_ih."""
-    weight, bias = cast(torch.Tensor, rnn.weight_ih_l0), cast(torch.Tensor, rnn.bias_ih_l0)  # registered at run time
-    return weight[:, :embedding_size], weight[:, embedding_size:], bias
-
-
-def _full_sequence(rnn: nn.RNNBase, inputs: torch.Tensor, state: DecoderState) -> torch.Tensor:
-    """Run `rnn` over inputs (B, T, I) from `state` in one call; the top layer's outputs (B, T, H)."""
-    initial = state.hidden if state.cell is None else (state.hidden, state.cell)
-    return rnn(inputs, initial)[0]
 
 
 def _sampled_forward(decoder, tgt_in, state, source, teacher_forcing_ratio, generator):
@@ -280,7 +207,7 @@ class BahdanauDecoder(nn.Module):
         self.word_dropout = WordDropout(word_dropout)
         self.bridge = bridge
         self.attention = attention
-        self.rnn = _make_rnn(rnn, embedding_size + memory_size, hidden_size, num_layers, dropout)
+        self.rnn = make_rnn(rnn, embedding_size + memory_size, hidden_size, num_layers, dropout)
         self.pre_output = nn.Linear(hidden_size + memory_size + embedding_size, 2 * embedding_size)
         self.output = nn.Linear(embedding_size, vocab_size)
         if tie_embeddings:
@@ -295,7 +222,7 @@ class BahdanauDecoder(nn.Module):
         query = state.hidden[-1]  # (B, H)
         context, weights = self.attention(query, source.memory, source.projected_keys, source.mask)  # (B, H_k), (B, S)
         gates = input_gates + F.linear(context, context_weight)  # (B, G)
-        hidden, cell = _rnn_step(self.rnn, gates, state.hidden, state.cell)
+        hidden, cell = rnn_step(self.rnn, gates, state.hidden, state.cell)
         return DecoderState(hidden, cell, None), context, weights
 
     def _readout(
@@ -312,7 +239,7 @@ class BahdanauDecoder(nn.Module):
         `vocabulary` (V',) target ids, the logits (B, V') of those only."""
         assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
         embedded = self.dropout(self.word_dropout(self.embedding(prev_tokens)))  # (B, E)
-        embedding_weight, context_weight, input_bias = _split_input_weight(self.rnn, self.embedding_size)
+        embedding_weight, context_weight, input_bias = split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, input_bias)  # (B, G)
         state, context, weights = self._recur(input_gates, context_weight, state, source)
         return self._readout(state.hidden[-1], context, embedded, vocabulary), state, weights
@@ -325,9 +252,11 @@ class BahdanauDecoder(nn.Module):
         steps = tgt_in.shape[1]
         if not self.attention.attends:  # a fixed context: no recurrence through attention
             contexts, weights = self.attention.every_step(source.projected_keys, source.mask, steps)  # type: ignore[operator]  # NoAttention's method; the layering keeps attention.py's classes out of here. (B, T, H_k)
-            tops = _full_sequence(self.rnn, torch.cat([embedded, contexts], dim=-1), state)  # (B, T, H)
+            tops = full_sequence(
+                self.rnn, torch.cat([embedded, contexts], dim=-1), state.hidden, state.cell
+            )  # (B, T, H)
             return self._readout(tops, contexts, embedded), weights
-        embedding_weight, context_weight, input_bias = _split_input_weight(self.rnn, self.embedding_size)
+        embedding_weight, context_weight, input_bias = split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, input_bias)  # (B, T, G), all steps at once
         all_tops, all_contexts, all_weights = [], [], []
         for step_gates in input_gates.unbind(dim=1):  # unbind: slicing [:, t] would give T full-size zero grads
@@ -387,7 +316,7 @@ class LuongDecoder(nn.Module):
         self.bridge = bridge
         self.attention = attention
         rnn_input = embedding_size + (hidden_size if input_feeding else 0)
-        self.rnn = _make_rnn(rnn, rnn_input, hidden_size, num_layers, dropout)
+        self.rnn = make_rnn(rnn, rnn_input, hidden_size, num_layers, dropout)
         self.combine = nn.Linear(memory_size + hidden_size, hidden_size, bias=False)  # W_c
         self.attentional_activation = nn.Tanh() if attentional_tanh else nn.Identity()  # OpenNMT-py's mlp: none
         needs_projection = tie_embeddings and hidden_size != embedding_size
@@ -411,7 +340,7 @@ class LuongDecoder(nn.Module):
         """input_gates (B, G) = W_ih[E] E y_{t-1} + b_ih -> (new state, h~_t (B, H), weights (B, S))."""
         if self.input_feeding:
             input_gates = input_gates + F.linear(state.feed, feed_weight)
-        hidden, cell = _rnn_step(self.rnn, input_gates, state.hidden, state.cell)
+        hidden, cell = rnn_step(self.rnn, input_gates, state.hidden, state.cell)
         attentional, weights = self._attend(hidden[-1], source)
         if self.feed_dropout:  # the one dropped vector feeds both the output layer and the next step
             attentional = self.dropout(attentional)
@@ -430,7 +359,7 @@ class LuongDecoder(nn.Module):
         `vocabulary` (V',) target ids, the logits (B, V') of those only."""
         assert prev_tokens.dim() == 1 and state.hidden.shape[1] == prev_tokens.shape[0], "prev_tokens (B,)"
         embedded = self.dropout(self.word_dropout(self.embedding(prev_tokens)))  # (B, E)
-        embedding_weight, feed_weight, input_bias = _split_input_weight(self.rnn, self.embedding_size)
+        embedding_weight, feed_weight, input_bias = split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, input_bias)  # (B, G)
         state, attentional, weights = self._recur(input_gates, feed_weight, state, source)
         return self._readout(attentional, vocabulary), state, weights
@@ -441,10 +370,10 @@ class LuongDecoder(nn.Module):
             return _sampled_forward(self, tgt_in, state, source, teacher_forcing_ratio, generator)
         embedded = self.dropout(self.word_dropout(self.embedding(tgt_in)))  # (B, T, E)
         if not self.input_feeding:
-            tops = _full_sequence(self.rnn, embedded, state)  # (B, T, H), one call
+            tops = full_sequence(self.rnn, embedded, state.hidden, state.cell)  # (B, T, H), one call
             attentional, weights = self._attend(tops, source)  # (B, T, H), (B, T, S)
             return self._readout(attentional), weights
-        embedding_weight, feed_weight, input_bias = _split_input_weight(self.rnn, self.embedding_size)
+        embedding_weight, feed_weight, input_bias = split_input_weight(self.rnn, self.embedding_size)
         input_gates = F.linear(embedded, embedding_weight, input_bias)  # (B, T, G), all steps at once
         all_attentional, all_weights = [], []
         for step_gates in input_gates.unbind(dim=1):  # unbind: slicing [:, t] would give T full-size zero grads

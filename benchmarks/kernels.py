@@ -9,7 +9,7 @@ microseconds per call:
 
 - one-step attention scores, query (B, 1, H) against keys (B, S, H): multiply and sum (what
   `attention._dot_scores` does for one step) against `torch.bmm`;
-- one GRU step at (B, H): the gate equations on `nn.GRU`'s weights (`decoder._gru_cell`) against
+- one GRU step at (B, H): the gate equations on `nn.GRU`'s weights (`rnn.gru_cell`) against
   `nn.GRUCell` and `nn.GRU` on a length-1 sequence; the same for the LSTM.
 
 Each variant's output is checked against the first one's before timing.
@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from attnmt.attention import _dot_scores
-from attnmt.decoder import _gru_cell, _lstm_cell
+from attnmt.rnn import gru_cell, lstm_cell
 from benchmarks.measure import describe_machine, positive_int, rotated, spread, write_results
 
 Variant = Callable[[], torch.Tensor]  # runs forward, returns a tensor to backpropagate from
@@ -60,7 +60,7 @@ def gru_step(batch: int, hidden: int) -> tuple[dict[str, Variant], list[torch.Te
 
     def gate_equations() -> torch.Tensor:
         gates = nn.functional.linear(inputs, rnn.weight_ih_l0, rnn.bias_ih_l0)
-        return _gru_cell(gates, state, rnn.weight_hh_l0, rnn.bias_hh_l0)
+        return gru_cell(gates, state, rnn.weight_hh_l0, rnn.bias_hh_l0)
 
     variants = {
         "gate equations on nn.GRU weights (attnmt)": gate_equations,
@@ -78,7 +78,7 @@ def lstm_step(batch: int, hidden: int) -> tuple[dict[str, Variant], list[torch.T
 
     def gate_equations() -> torch.Tensor:
         gates = nn.functional.linear(inputs, rnn.weight_ih_l0, rnn.bias_ih_l0)
-        return _lstm_cell(gates, state, memory, rnn.weight_hh_l0, rnn.bias_hh_l0)[0]
+        return lstm_cell(gates, state, memory, rnn.weight_hh_l0, rnn.bias_hh_l0)[0]
 
     def sequence() -> torch.Tensor:
         output, _ = rnn(inputs.unsqueeze(1), (state.unsqueeze(0), memory.unsqueeze(0)))
