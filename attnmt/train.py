@@ -16,7 +16,7 @@ import hashlib
 import random
 import shlex
 import time
-from contextlib import closing, nullcontext
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,15 +30,14 @@ from attnmt.continued import continuation, training_batches
 from attnmt.data import Batch, DataBundle, IdsByIndex, collate, prepared_data
 from attnmt.feeding import feed
 from attnmt.loss import loss_denominator, token_loss
-from attnmt.metrics import bleu, perplexity
 from attnmt.model import build_model
+from attnmt.precision import autocast, grad_scaler
 from attnmt.provenance import code_state
 from attnmt.runlog import MetricsLog, ProgressDisplay
 from attnmt.schedules import learning_rate, teacher_forcing_ratio
-from attnmt.search.decode import decode_all
-from attnmt.search.options import SearchOptions
 from attnmt.subwords import Resegmenter
 from attnmt.utils import Interrupted, StopSignal, UserError, WriteFailed, choose_device, seed_everything
+from attnmt.validation import validate
 from attnmt.vocab import PAD
 
 
@@ -59,57 +58,6 @@ class Progress:
     bad_validations: int = 0
     plateau_scale: float = 1.0  # reduce-on-plateau factor applied to the scheduled lr
     history: list[float] = field(default_factory=list)  # validation scores, oldest first
-
-
-def autocast(device: torch.device, precision: str):
-    """Mixed precision for the forward pass: bf16 or fp16 autocast, or nothing for fp32."""
-    if precision == "fp32":
-        return nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def _grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler:
-    """fp16 has 5 exponent bits: small gradients underflow to zero unless the loss is scaled up
-    before backward (and the gradients down before the step). The scaler skips a step whose
-    gradients overflowed and lowers the scale. A no-op for fp32 and bf16 (bf16 has fp32's range)."""
-    return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-
-
-@torch.no_grad()
-def validate(model, bundle: DataBundle, config: Config, device: torch.device) -> dict[str, float]:
-    """Teacher-forced loss/perplexity on the whole validation split, greedy BLEU on its first
-    `valid_bleu_sentences` sources (all their references)."""
-    was_training = model.training
-    model.eval()
-    loss_sum, tokens = 0.0, 0
-    sampler = bundle.sampler(config.data, shuffle=False, seed=0, split="valid")
-    for indices in sampler.batches():
-        batch = collate(indices, bundle.valid.src_ids, bundle.valid.tgt_ids).to(device)
-        with autocast(device, config.train.precision):
-            logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
-        loss_sum += float(token_loss(logits, batch.tgt_out))
-        tokens += batch.num_tgt_tokens
-    results = {"valid_loss": loss_sum / max(1, tokens), "valid_ppl": perplexity(loss_sum, tokens)}
-    examples = bundle.valid.examples[: config.train.valid_bleu_sentences]
-    if examples:
-        codec = bundle.codec
-        greedy = SearchOptions.from_config(config.decode, beam_size=1)
-        sources = [codec.encode_source(example.src) for example in examples]
-        hypotheses = decode_all(
-            model,
-            sources,
-            greedy,
-            batch_size=config.decode.batch_size,
-            device=device,
-            fixed_shapes=config.decode.cuda_graphs and device.type == "cuda",
-        )
-        texts = [codec.decode_target(h[0].tokens) for h in hypotheses]
-        score = bleu(texts, [e.refs for e in examples], lowercase=config.data.lowercase)
-        assert score.length_ratio is not None  # None only if every reference is empty; shown below as a number
-        results["valid_bleu"], results["valid_length_ratio"] = score.score, score.length_ratio
-    model.train(was_training)
-    return results
 
 
 def _prepare_run_dir(config: Config, bundle: DataBundle, resume: bool, is_main: bool) -> Path:
@@ -204,7 +152,7 @@ class Trainer:
         distributed.barrier(self.context)
         self.model = build_model(config.model, len(self.bundle.src_vocab), len(self.bundle.tgt_vocab)).to(self.device)
         self.optimizer = _optimizer(self.model, config)
-        self.scaler = _grad_scaler(self.device, config.train.precision)
+        self.scaler = grad_scaler(self.device, config.train.precision)
         self.progress = Progress()
         if resume:
             checkpoint = resolve_checkpoint(self.run_dir, "last")

@@ -35,11 +35,11 @@ from attnmt.data import DataBundle, TokenBatchSampler, build_data, collate
 from attnmt.feeding import feed
 from attnmt.metrics import tokenized_bleu
 from attnmt.model import build_model
+from attnmt.precision import autocast
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions
 from attnmt.splits import Example
 from attnmt.tokenize import WordTokenizer
-from attnmt.train import autocast
 from benchmarks.decoding import load_trained
 from benchmarks.flops import synchronize
 from benchmarks.measure import combine_repeats, describe_machine, peak_memory, positive_int, rotated, write_results

@@ -122,6 +122,8 @@ ALLOWED = {
     "shipped": {"utils"},
     "markup": {"utils", "alignment"},
     "loss": {"vocab"},
+    "precision": set(),
+    "validation": {"config", "data", "loss", "metrics", "precision", "search.decode", "search.options"},
     "continued": {"utils", "config", "checkpoint", "codec", "data", "mixing", "prepare"},
     "train": {
         "utils",
@@ -132,7 +134,6 @@ ALLOWED = {
         "feeding",
         "model",
         "provenance",
-        "metrics",
         "checkpoint",
         "vocab",
         "schedules",
@@ -140,8 +141,8 @@ ALLOWED = {
         "runlog",
         "subwords",
         "loss",
-        "search.decode",
-        "search.options",
+        "precision",
+        "validation",
     },
     "translate": {
         "utils",
