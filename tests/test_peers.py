@@ -33,7 +33,7 @@ from benchmarks.peers.harness import Harness, read_events, run_command, training
 from benchmarks.peers.joeynmt import JoeyNMT
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, StoppingOptions, quality, speed, stopping
 from benchmarks.peers.opennmt import RECIPE, OpenNMT
-from benchmarks.peers.report import quality_curves, quality_rows, save_figure, stopping_rows
+from benchmarks.peers.report import bootstrap_rows, quality_curves, quality_rows, save_figure, stopping_rows
 from benchmarks.peers.system import PROBES, Command, PeerError, PeerSystem, Setup, run_pip
 from tests.data_helpers import SHARED_DATA, needs_multi30k
 from tests.peer_helpers import TINY, installed_peer, write_tiny_task
@@ -99,7 +99,7 @@ class StandIn(PeerSystem):
 def setup(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    for split in ("train", "valid", "test2016"):
+    for split in ("train", "valid", "test2016", "test2017"):
         for lang, text in (("en", "a man runs ."), ("de", "ein mann läuft .")):
             (data / f"{split}.{lang}").write_text(f"{text}\n{text} fast\n")
     return Setup(data_dir=data)
@@ -256,8 +256,10 @@ def test_quality_mode_races_every_seed_and_keeps_finished_runs(setup, tmp_path):
 
 
 class Ranker(StandIn):
-    """A stand-in whose search takes length penalties: under `avg`, or `wu` below alpha 1.5, its
-    outputs lose their last word (short); otherwise they are the reference."""
+    """A stand-in whose search takes length penalties: under `avg`, or `wu` below alpha
+    `long_from`, its outputs lose their last word (short); otherwise they are the reference."""
+
+    long_from = 1.5
 
     def tuning_search(self, alpha):
         return {"length_penalty": "wu", "alpha": alpha}
@@ -271,13 +273,46 @@ class Ranker(StandIn):
 
     def translate_command(self, setup, work, python, *, length_penalty="none", alpha=0.0, **kwargs):
         command = super().translate_command(setup, work, python, **kwargs)
-        if length_penalty == "avg" or (length_penalty == "wu" and alpha < 1.5):
+        if length_penalty == "avg" or (length_penalty == "wu" and alpha < self.long_from):
             reference = Path(command.argv[4])
             lines = reference.read_text(encoding="utf-8").splitlines()
             short = work / f"short-{reference.name}"
             short.write_text("".join(" ".join(line.split()[:-1]) + "\n" for line in lines), encoding="utf-8")
             command.argv[4] = str(short)
         return command
+
+
+def test_quality_mode_tunes_the_beam_on_valid_and_compares_the_seeds_by_bootstrap(setup, tmp_path):
+    first, second = Ranker("r"), Ranker("s")
+    second.long_from = 99.0  # every length penalty it is tuned over leaves its outputs short
+    harness = Harness(setup, [first, second], tmp_path / "w", say=lambda _: None)
+    harness.install()
+    race = quality(harness, QualityOptions(minutes=0.1, save_every=1, seeds=(1,), alphas=(0.0, 2.0)))
+    run, other = race["systems"]["r"]["runs"][0], race["systems"]["s"]["runs"][0]
+    assert [row["alpha"] for row in run["tuning"]] == [0.0, 2.0]  # decoded on valid
+    assert run["tuning"][0]["bleu_tok_lc"] < run["tuning"][1]["bleu_tok_lc"] == pytest.approx(100)
+    for split in ("test2016", "test2017"):
+        decodes = run[split]
+        assert set(decodes) == {"beam1", "beam5", "beam5_tuned"} and decodes["beam5_tuned"]["alpha"] == 2.0
+        assert decodes["beam5_tuned"]["bleu_tok_lc"] == pytest.approx(100)
+        assert {"chrf", "length_ratio", "brevity_penalty", "sentences_per_s"} <= set(decodes["beam5"])
+        # greedy and tuned keep their sentences' statistics for the bootstrap; the race's own beam not
+        assert len(decodes["beam1"]["sentence_stats"]) == 2 and "sentence_stats" not in decodes["beam5"]
+    assert other["test2016"]["beam5_tuned"]["alpha"] == 0.0 and other["test2016"]["beam5_tuned"]["length_ratio"] < 1
+    found = {(row["split"], tuple(row["searches"])): row for row in race["comparisons"]}
+    pairs = (("beam1", "beam1"), ("beam5_tuned", "beam5_tuned"))
+    assert set(found) == {(split, pair) for split in ("test2016", "test2017") for pair in pairs}
+    greedy, tuned = found["test2016", pairs[0]], found["test2016", pairs[1]]
+    assert greedy["delta"] == 0.0 and greedy["first_better_share"] == 0.0
+    assert tuned["systems"] == ["r", "s"] and tuned["seed"] == 1 and tuned["first_better_share"] == 1.0
+    assert tuned["bleu"] == [pytest.approx(100), pytest.approx(other["test2016"]["beam5_tuned"]["bleu_tok_lc"])]
+    assert tuned["delta"] == pytest.approx(tuned["bleu"][0] - tuned["bleu"][1]) and tuned["delta"] > 0
+    header, rows = quality_rows(race)
+    assert header[-3:] == ["test2016 beam 5, tuned", "test2017 greedy", "test2017 beam 5, tuned"]
+    assert rows[0][-1] == "100.00 (100.00-100.00)" and rows[1][-1] != rows[0][-1]
+    header, rows = bootstrap_rows(race)
+    assert header[-2:] == ["difference (95% interval)", "first higher in"] and len(rows) == 4
+    assert rows[1][2] == "r beam5_tuned / s beam5_tuned" and rows[1][-1] == "100.0% of 1,000 samples"
 
 
 def test_stopping_mode_decodes_each_ranking_and_tunes_wu_on_valid(setup, tmp_path):
@@ -414,6 +449,8 @@ def test_attnmt_trains_and_translates_through_its_probe(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNMT_DATA", str(SHARED_DATA))
     data = prepare_data(tmp_path / "data")
     assert len((data / "test2016.en").read_text().splitlines()) == 1000
+    (data / "test2017.de").unlink()  # prepared before test2017 was a split: written again
+    assert len((prepare_data(data) / "test2017.de").read_text().splitlines()) == 1000
     small = Setup(data_dir=data, embedding_size=16, encoder_hidden=16, decoder_hidden=32, threads=1)
     system, work = Attnmt(), tmp_path / "attnmt"
     harness = Harness(small, [system], tmp_path, say=lambda _: None)

@@ -1,10 +1,11 @@
 """The one copy of the data every system reads: Multi30k en->de as lowercased word tokens.
 
-attnmt's word tokenizer writes `train`, `valid` (Multi30k `val`) and `test2016`
-(`test_2016_flickr`) for both languages, one sentence per line, tokens joined by single
-spaces. Peers read these files as pre-tokenized text; attnmt reads them through its `files`
-corpus with a whitespace-only view of the same tokens, so all systems see identical tokens.
-The folder is written once (atomically) and reused.
+attnmt's word tokenizer writes `train`, `valid` (Multi30k `val`), `test2016`
+(`test_2016_flickr`) and `test2017` (`test_2017_flickr`) for both languages, one sentence per
+line, tokens joined by single spaces. Peers read these files as pre-tokenized text; attnmt reads
+them through its `files` corpus with a whitespace-only view of the same tokens, so all systems
+see identical tokens. The folder is written once (atomically) and reused; one that lacks a split
+is written again.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from attnmt.config import DataConfig
 from attnmt.corpora import load_corpus
 from attnmt.tokenize import WordTokenizer
 
-SPLITS = {"train": None, "valid": "val", "test2016": "test_2016_flickr"}
+SPLITS = {"train": None, "valid": "val", "test2016": "test_2016_flickr", "test2017": "test_2017_flickr"}
 DONE = "prepared.json"
 
 
 def prepare_data(target: Path, *, src_lang: str = "en", tgt_lang: str = "de", data_dir: str | None = None) -> Path:
     """Write the tokenized splits into `target` unless they are there already; returns `target`."""
-    if (target / DONE).exists():
+    if (target / DONE).exists() and all((target / f"{split}.{tgt_lang}").exists() for split in SPLITS):
         return target
     cfg = DataConfig(corpus="multi30k", src_lang=src_lang, tgt_lang=tgt_lang, valid_split="val", data_dir=data_dir)
     splits = load_corpus(cfg)
@@ -38,6 +39,10 @@ def prepare_data(target: Path, *, src_lang: str = "en", tgt_lang: str = "de", da
         "train": splits.train,
         "valid": [(example.src, example.refs[0]) for example in splits.valid],
         "test2016": [(example.src, example.refs[0]) for example in splits.test],
+        "test2017": [
+            (example.src, example.refs[0])
+            for example in load_corpus(cfg.model_copy(update={"test_split": SPLITS["test2017"]})).test
+        ],
     }
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = Path(tempfile.mkdtemp(prefix=".prepare-", dir=target.parent))

@@ -2,13 +2,17 @@
 
 speed:   training throughput (alternating systems, `repeats` fresh runs each) and decoding
          speed of a model of each system trained for the same number of updates.
-quality: each system trained for the same wall-clock budget, one at a time, once per seed;
-         validation BLEU of every checkpoint against the minutes it took, and test BLEU of the
-         best one. Runs finished earlier (in the results file being extended, or in the work
-         folder) are not trained again, so an interrupted race resumes with the next run (an
-         interrupted run starts over: a budget of wall-clock time cannot be split across
-         processes fairly). Each finished run is handed to `on_run` at once, so the results
-         file can be written after every run.
+quality: each system trained for the same wall-clock budget, one at a time, once per
+         seed; validation BLEU of every checkpoint against the minutes it took, and
+         test2016 and test2017 BLEU of the best one: greedy, with the race's beam
+         search, and with the beam search at its best (the length penalty chosen on
+         valid), with chrF and the length ratio; the systems of each seed are compared
+         by a paired bootstrap (`significance`). Runs finished earlier (in the results
+         file being extended, or in the work folder) are not trained again, so an
+         interrupted race resumes with the next run (an interrupted run starts over: a
+         budget of wall-clock time cannot be split across processes fairly). Each
+         finished run is handed to `on_run` at once, so the results file can be written
+         after every run.
 stopping: each system whose adapter takes search options (attnmt, OpenNMT-py), trained for a
          number of updates (untimed, once per seed), its best checkpoint by greedy validation BLEU
          (as in the race) decoded on valid and test2016 greedily and with the beam under each of
@@ -32,6 +36,7 @@ from attnmt.utils import atomic_path
 from benchmarks.measure import describe_machine, provenance, rotated, spread
 from benchmarks.peers.arithmetic import arithmetic
 from benchmarks.peers.harness import Harness, training_speed
+from benchmarks.peers.significance import paired_bootstrap, sentence_stats
 from benchmarks.peers.system import PeerError, PeerSystem
 
 NEVER = 10**9  # a save interval no run reaches: speed runs save only at their end
@@ -45,11 +50,18 @@ class SpeedOptions:
     decode_updates: int = 1000
 
 
+ALPHAS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0)  # the length penalties a beam search is tuned over on valid
+TESTS = ("test2016", "test2017")
+TUNED = "_tuned"  # a test decode's key: beam5_tuned is beam 5 with the length penalty chosen on valid
+COMPARED = ("greedy", "tuned")  # the searches the bootstrap compares: greedy, and each beam at its best
+
+
 @dataclass(frozen=True)
 class QualityOptions:
     minutes: float = 50.0
     save_every: int = 250
     seeds: tuple[int, ...] = (1,)
+    alphas: tuple[float, ...] = ALPHAS
 
 
 @dataclass(frozen=True)
@@ -57,7 +69,7 @@ class StoppingOptions:
     updates: int = 4600  # what attnmt's model of the race trains (configs/multi30k-en-de-race.yaml)
     save_every: int = 500  # as that config validates
     seeds: tuple[int, ...] = (1,)
-    alphas: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0)  # wu's, chosen on valid
+    alphas: tuple[float, ...] = ALPHAS
 
 
 def speed(harness: Harness, options: SpeedOptions) -> dict:
@@ -170,7 +182,8 @@ def quality(
     systems: dict[str, dict] = {}
     for name, system in (finished or {}).items():
         systems[name] = {**system, "runs": list(system["runs"])}
-    results = {"options": {**options.__dict__, "seeds": list(options.seeds)}, "systems": systems}
+    results = {"options": {**options.__dict__, "seeds": list(options.seeds), "alphas": list(options.alphas)}}
+    results["systems"] = systems
     for seed in options.seeds:
         for system in list(harness.systems):
             header = {"version": system.version, "architecture_notes": system.architecture_notes, "parameters": None}
@@ -193,19 +206,56 @@ def quality(
             entry["parameters"] = run["parameters"]
             entry["runs"] = sorted([*entry["runs"], run], key=lambda r: r["seed"])
             entry["summary"] = _race_summary(entry["runs"])
+            results["comparisons"] = _comparisons(systems)
             on_run(results)
     return results
 
 
+def _comparisons(systems: dict[str, dict]) -> list[dict]:
+    """The first system against each other one, seed by seed, on each test set: a paired bootstrap
+    (`significance`) of greedy against greedy, and of each beam search at its best against the
+    other's; runs without their sentences' statistics (earlier races) are left out."""
+    names = list(systems)
+    compared = []
+    for other in names[1:]:
+        runs = {name: {run["seed"]: run for run in systems[name]["runs"]} for name in (names[0], other)}
+        for seed in sorted(set(runs[names[0]]) & set(runs[other])):
+            for split in TESTS:
+                for kind in COMPARED:
+                    keys = [_search_key(runs[name][seed].get(split, {}), kind) for name in (names[0], other)]
+                    if None in keys:
+                        continue
+                    rows = [runs[name][seed][split][key] for name, key in zip((names[0], other), keys, strict=True)]
+                    found = paired_bootstrap(rows[0]["sentence_stats"], rows[1]["sentence_stats"])
+                    compared.append(
+                        {"systems": [names[0], other], "seed": seed, "split": split, "searches": keys, **found}
+                    )
+    return compared
+
+
+def _search_key(decodes: dict[str, dict], kind: str) -> str | None:
+    """The key of a run's test decode of `kind` (greedy, or the beam search tuned on valid) that
+    kept its sentences' statistics; None if it has none."""
+    for key, row in decodes.items():
+        wanted = key == "beam1" if kind == "greedy" else key.endswith(TUNED)
+        if wanted and "sentence_stats" in row:
+            return key
+    return None
+
+
 def _race_summary(runs: list[dict]) -> dict:
-    """Medians and ranges over the seeds: best validation BLEU, its minute, test BLEU per beam."""
-    beams = sorted(runs[0]["test2016"], key=lambda beam: int(beam.removeprefix("beam")))
-    return {
+    """Medians and ranges over the seeds: updates, best validation BLEU, and test BLEU of each
+    search every run decoded each test set with."""
+    summary = {
         "seeds": [run["seed"] for run in runs],
         "updates": spread([run["updates"] for run in runs]),
         "best_valid_bleu_tok_lc": spread([run["best"]["valid_bleu_tok_lc"] for run in runs]),
-        "test2016": {beam: spread([run["test2016"][beam]["bleu_tok_lc"] for run in runs]) for beam in beams},
     }
+    for split in TESTS:
+        searches = [key for key in runs[0].get(split, {}) if all(key in run.get(split, {}) for run in runs)]
+        if searches:
+            summary[split] = {key: spread([run[split][key]["bleu_tok_lc"] for run in runs]) for key in searches}
+    return summary
 
 
 def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, options: QualityOptions, seed: int) -> None:
@@ -224,12 +274,7 @@ def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, option
             point["attention_focus"] = scored["attention_focus"]
         curve.append(point)
     best = max(curve, key=lambda point: point["valid_bleu_tok_lc"])
-    checkpoint = system.checkpoints(folder)[best["step"]]
-    test = {}
-    for beam in sorted({1, harness.setup.beam_size}):
-        harness.say(f"{system.name}: test2016 with the best checkpoint (step {best['step']}), beam {beam}")
-        scored = harness.translate(system, scoring / "test", checkpoint, "test2016", beam)
-        test[f"beam{beam}"] = {"bleu_tok_lc": scored["bleu_tok_lc"], "sentences_per_s": scored["sentences_per_s"]}
+    decodes = _test_decodes(harness, system, scoring, system.checkpoints(folder)[best["step"]], options.alphas)
     result = {
         "seed": seed,
         "parameters": events.parameters,
@@ -239,7 +284,7 @@ def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, option
         "target_tokens": sum(step["target_tokens"] for step in events.steps),
         "curve": curve,
         "best": best,
-        "test2016": test,
+        **decodes,
         # a race may span sessions and commits: each run records what it ran on, when it started, and
         # the code and load average when its training started and when its scoring ended
         "machine": describe_machine(torch.device("cpu")),
@@ -249,6 +294,40 @@ def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, option
     }
     with atomic_path(folder / "result.json") as temporary:
         temporary.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+def _test_decodes(harness: Harness, system: PeerSystem, scoring: Path, checkpoint: Path, alphas) -> dict:
+    """The best checkpoint on each test set greedily (beam1), with the race's beam search (beam5)
+    and, where the system's search takes a length penalty, with the one of `alphas` that scores
+    best on valid (beam5_tuned; the tuning decodes are kept as `tuning`). Greedy and tuned decodes
+    keep their sentences' statistics for the paired bootstrap."""
+    beam = harness.setup.beam_size
+    searches: dict[str, tuple[int, dict]] = {"beam1": (1, {}), f"beam{beam}": (beam, {})}
+    found: dict = {}
+    if system.tuning_search(0.0) is not None:
+        found["tuning"] = []
+        for alpha in alphas:
+            harness.say(f"{system.name}: valid, beam {beam}, length penalty {alpha:g}")
+            search = system.tuning_search(alpha)
+            scored = harness.translate(system, scoring / "tuning", checkpoint, "valid", beam, search=search)
+            found["tuning"].append(
+                {"alpha": alpha, "bleu_tok_lc": scored["bleu_tok_lc"], "length_ratio": scored["length_ratio"]}
+            )
+        chosen = max(found["tuning"], key=lambda row: row["bleu_tok_lc"])["alpha"]
+        searches[f"beam{beam}{TUNED}"] = (beam, system.tuning_search(chosen))
+    for split in TESTS:
+        found[split] = {}
+        for name, (beam_size, search) in searches.items():
+            harness.say(f"{system.name}: {split} with the best checkpoint, {name}")
+            scored = harness.translate(system, scoring / "test", checkpoint, split, beam_size, search=search)
+            keys = ("bleu_tok_lc", "chrf", "length_ratio", "brevity_penalty", "sentences_per_s")
+            row = {**search, **{key: scored[key] for key in keys}}
+            if name == "beam1" or name.endswith(TUNED):
+                hypotheses = Path(scored["output"]).read_text(encoding="utf-8").splitlines()
+                references = harness.setup.file(split, harness.setup.tgt_lang).read_text(encoding="utf-8")
+                row["sentence_stats"] = sentence_stats(hypotheses, references.splitlines())
+            found[split][name] = row
+    return found
 
 
 def stopping(harness: Harness, options: StoppingOptions, on_run: Callable[[dict], None] = lambda results: None) -> dict:

@@ -79,26 +79,67 @@ def print_speed(results: dict, console: Console) -> None:
             console.print(f"[dim]{name}: {escape(system['architecture_notes'])}[/dim]")
 
 
+def _plain_beam(searches: dict) -> str:
+    """The key of the race's own beam search among a run's test decodes (beam5, not beam5_tuned)."""
+    return max((key for key in searches if key.removeprefix("beam").isdigit()), key=lambda key: int(key[4:]))
+
+
 def race_rows(results: dict) -> tuple[list[str], list[list[str]]]:
-    """One row per system of a race with seeds: median (min-max) over its runs."""
+    """One row per system of a race with seeds: median (min-max) over its runs; races that decoded
+    with the beam tuned on valid and on test2017 have columns for them."""
+    raced = {name: system for name, system in results["systems"].items() if system.get("runs")}
+    summaries = [system["summary"] for system in raced.values()]
+    tuned = [key for key in summaries[0]["test2016"] if key.endswith("_tuned")] if summaries else []
+    later = all("test2017" in summary for summary in summaries) and bool(summaries)
     header = ["system", "params", "fwd MFLOP/tok", "seeds", "updates", "best valid BLEU", "test2016 greedy"]
     header.append("test2016 beam 5")
+    header += ["test2016 beam 5, tuned"] if tuned else []
+    header += ["test2017 greedy", "test2017 beam 5, tuned" if tuned else "test2017 beam 5"] if later else []
     rows = []
-    for name, system in results["systems"].items():
-        if not system.get("runs"):
-            continue
+    for name, system in raced.items():
         summary = system["summary"]
-        beam = max(summary["test2016"], key=lambda key: int(key.removeprefix("beam")))
+        beam = _plain_beam(summary["test2016"])
+        row = [
+            f"{name} {system['version']}",
+            f"{system['parameters'] / 1e6:.2f}M",
+            f"{system['arithmetic']['forward_flops_per_target_token'] / 1e6:.1f}",
+            ", ".join(str(seed) for seed in summary["seeds"]),
+            format_spread(summary["updates"]),
+            format_spread(summary["best_valid_bleu_tok_lc"], 2),
+            format_spread(summary["test2016"]["beam1"], 2),
+            format_spread(summary["test2016"][beam], 2),
+        ]
+        best = f"{beam}_tuned" if tuned else beam
+        row += [_spread_or_dash(summary["test2016"], best)] if tuned else []
+        row += (
+            [format_spread(summary["test2017"]["beam1"], 2), _spread_or_dash(summary["test2017"], best)]
+            if later
+            else []
+        )
+        rows.append(row)
+    return header, rows
+
+
+def _spread_or_dash(searches: dict, key: str) -> str:
+    """A system whose search takes no length penalty has no tuned beam: a dash."""
+    return format_spread(searches[key], 2) if key in searches else "-"
+
+
+def bootstrap_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """The race's paired bootstraps: one row per seed, test set and compared pair of searches."""
+    header = ["seed", "test set", "searches", "BLEU", "difference (95% interval)", "first higher in"]
+    rows = []
+    for found in results.get("comparisons", []):
+        first, second = found["systems"]
+        low, high = found["interval95"]
         rows.append(
             [
-                f"{name} {system['version']}",
-                f"{system['parameters'] / 1e6:.2f}M",
-                f"{system['arithmetic']['forward_flops_per_target_token'] / 1e6:.1f}",
-                ", ".join(str(seed) for seed in summary["seeds"]),
-                format_spread(summary["updates"]),
-                format_spread(summary["best_valid_bleu_tok_lc"], 2),
-                format_spread(summary["test2016"]["beam1"], 2),
-                format_spread(summary["test2016"][beam], 2),
+                str(found["seed"]),
+                found["split"],
+                f"{first} {found['searches'][0]} / {second} {found['searches'][1]}",
+                f"{found['bleu'][0]:.2f} / {found['bleu'][1]:.2f}",
+                f"{found['delta']:+.2f} ({low:+.2f} to {high:+.2f})",
+                f"{100 * found['first_better_share']:.1f}% of {found['samples']:,} samples",
             ]
         )
     return header, rows
