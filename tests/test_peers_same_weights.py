@@ -13,6 +13,8 @@ from attnmt.config import load_config
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, Vocab
 from benchmarks.peers import __main__ as peers_cli
+from benchmarks.peers import attnmt_peer
+from benchmarks.peers import opennmt as opennmt_module
 from benchmarks.peers.attnmt_peer import Attnmt
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.report import same_weights_rows
@@ -160,6 +162,9 @@ def test_the_same_weights_mode_decodes_one_model_through_both_and_keeps_it(tmp_p
     harness, opennmt = installed_peer("opennmt-py", small)
     harness.work = tmp_path / "work"
     harness.systems, harness.pythons["attnmt"] = [Attnmt(), opennmt], Attnmt().install(tmp_path)
+    for module in (attnmt_peer, opennmt_module):  # three batchings each, not six: a shorter test
+        monkeypatch.setattr(module, "BATCH_SENTENCES", (128,))
+        monkeypatch.setattr(module, "BATCH_TOKENS", (2000,))
     saved = []
     results = same_weights(harness, SameWeightsOptions(updates=3, seeds=(1,), repeats=2), saved.append)
     (run,) = results["runs"]
@@ -169,8 +174,21 @@ def test_the_same_weights_mode_decodes_one_model_through_both_and_keeps_it(tmp_p
         ours, theirs = row["systems"]["attnmt"], row["systems"]["opennmt-py"]
         assert ours["bleu_tok_lc"] == theirs["bleu_tok_lc"] and ours["generated_tokens"] == theirs["generated_tokens"]
         assert len(ours["sentences_per_s"]["values"]) == 2 and theirs["sentences_per_s"]["median"] > 0
+        # every batching tried once before the timed turns, and the fastest one timed
+        for system in (ours, theirs):
+            screen = system["batching"]["screen"]
+            assert list(screen) == ["64 sentences", "128 sentences", "2,000 tokens"]
+            fastest = max(screen, key=lambda name: screen[name]["sentences_per_s"])
+            assert system["batching"]["chosen"] == fastest
+            assert system["batching"]["options"] == screen[fastest]["options"]
+        assert {name: found["same_as_first"] for name, found in ours["batching"]["screen"].items()} == dict.fromkeys(
+            ours["batching"]["screen"], 1.0
+        )  # attnmt's batching changes its speed only
     header, lines = same_weights_rows(results)
     assert header[3] == "identical outputs" and [line[3] for line in lines] == ["100.0%", "100.0%"]
+    assert lines[0][-1] == f"{run['rows'][0]['systems']['attnmt']['batching']['chosen']} / " + str(
+        run["rows"][0]["systems"]["opennmt-py"]["batching"]["chosen"]
+    )
     record = tmp_path / "work" / "same-weights" / "seed-1" / "attnmt" / "trained.json"
     stamp = record.stat().st_mtime_ns
     same_weights(harness, SameWeightsOptions(updates=3, seeds=(1,), repeats=1))

@@ -21,7 +21,7 @@ import yaml
 
 import attnmt
 from attnmt.config import ModelConfig
-from benchmarks.peers.system import PROBES, Command, PeerSystem, Setup
+from benchmarks.peers.system import BATCH_SENTENCES, BATCH_TOKENS, PROBES, Command, PeerSystem, Setup
 
 
 def _version() -> str:
@@ -222,6 +222,13 @@ class Attnmt(PeerSystem):
             "k_finished, tuned": self.tuning_search(alpha),
         }
 
+    def decode_batchings(self, setup: Setup) -> dict[str, dict]:
+        return {
+            **super().decode_batchings(setup),
+            **{f"{n} sentences": {"batch_sentences": n} for n in BATCH_SENTENCES},
+            **{f"{n:,} tokens": {"batch_sentences": 10**6, "batch_tokens": n} for n in BATCH_TOKENS},
+        }
+
     def checkpoints(self, work: Path) -> dict[int, Path]:
         folder = work / "run" / "checkpoints"
         return {int(path.name.split("-")[1]): path for path in folder.glob("step-*") if path.is_dir()}
@@ -240,12 +247,18 @@ class Attnmt(PeerSystem):
         attention_focus: Path | None = None,
         stopping: str | None = None,
         alpha: float | None = None,
+        batch_sentences: int | None = None,
+        batch_tokens: int | None = None,
     ) -> Command:
         """`stopping` (k_finished or best_finished) and `alpha` (GNMT's length penalty): the beam
-        search's rule and ranking, the run's decode settings where not given."""
+        search's rule and ranking, the run's decode settings where not given; `batch_sentences`
+        (the Setup's if not given) and `batch_tokens`: at most that many sentences and padded
+        source tokens times the beam in a batch."""
         argv = [str(python), str(PROBES / "attnmt_probe.py"), "translate", "--checkpoint", str(checkpoint)]
         argv += ["--source", str(source), "--output", str(output), "--result", str(result)]
-        argv += ["--beam", str(beam_size), "--batch", str(setup.decode_batch_sentences)]
+        argv += ["--beam", str(beam_size), "--batch", str(batch_sentences or setup.decode_batch_sentences)]
+        if batch_tokens is not None:
+            argv += ["--batch-tokens", str(batch_tokens)]
         argv += ["--max-length", str(setup.max_output_length), "--threads", str(setup.threads)]
         if attention_focus is not None:
             argv += ["--attention-focus", str(attention_focus)]

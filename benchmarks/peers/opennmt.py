@@ -24,7 +24,17 @@ from pathlib import Path
 
 from attnmt.config import ModelConfig
 from benchmarks.peers.arithmetic import input_feeding_mlp_shapes
-from benchmarks.peers.system import PROBES, Command, PeerError, PeerSystem, Setup, make_venv, run_pip
+from benchmarks.peers.system import (
+    BATCH_SENTENCES,
+    BATCH_TOKENS,
+    PROBES,
+    Command,
+    PeerError,
+    PeerSystem,
+    Setup,
+    make_venv,
+    run_pip,
+)
 
 TORCH = "torch==2.13.0"
 OPENNMT = "OpenNMT-py==3.5.1"
@@ -178,8 +188,11 @@ class OpenNMT(PeerSystem):
         attention_focus: Path | None = None,
         length_penalty: str = "none",
         alpha: float = 0.0,
+        batch_size: int | None = None,
+        batch_type: str = "sents",
     ) -> Command:
-        """`length_penalty` (none, avg or wu with `alpha`): the probe's ranking of hypotheses."""
+        """`length_penalty` (none, avg or wu with `alpha`): the probe's ranking of hypotheses;
+        `batch_size` (the Setup's sentences if not given) counts `batch_type`, sents or tokens."""
         argv = [
             str(python.absolute()),
             str(PROBE),
@@ -197,7 +210,9 @@ class OpenNMT(PeerSystem):
             "--beam-size",
             str(beam_size),
             "--batch-size",
-            str(setup.decode_batch_sentences),
+            str(batch_size or setup.decode_batch_sentences),
+            "--batch-type",
+            batch_type,
             "--max-length",
             str(setup.max_output_length),
             "--length-penalty",
@@ -206,6 +221,13 @@ class OpenNMT(PeerSystem):
             str(alpha),
         ]
         return Command(argv=argv, cwd=work.resolve(), env=_thread_env(setup))
+
+    def decode_batchings(self, setup: Setup) -> dict[str, dict]:
+        return {
+            **super().decode_batchings(setup),
+            **{f"{n} sentences": {"batch_size": n} for n in BATCH_SENTENCES},
+            **{f"{n:,} tokens": {"batch_size": n, "batch_type": "tokens"} for n in BATCH_TOKENS},
+        }
 
     def convert_command(self, python: Path, weights: Path, output: Path) -> Command:
         """The probe's `convert`: the weights `same_weights.write_for_opennmt` wrote, as an

@@ -222,9 +222,10 @@ def stopping_rows(results: dict) -> tuple[list[str], list[list[str]]]:
 
 def same_weights_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     """One line per seed and search: how many test2016 outputs the two toolkits share on one set
-    of weights, each one's BLEU, and each one's decoding speed (median and range of the repeats)."""
+    of weights, each one's BLEU, and each one's decoding speed (median and range of the repeats)
+    batched its fastest way."""
     header = ["seed", "updates", "search", "identical outputs", "BLEU attnmt", "BLEU OpenNMT-py"]
-    header += ["attnmt sent/s", "OpenNMT-py sent/s", "speed ratio"]
+    header += ["attnmt sent/s", "OpenNMT-py sent/s", "speed ratio", "batched by (attnmt / OpenNMT-py)"]
     lines = []
     for run in results["runs"]:
         for row in run["rows"]:
@@ -236,5 +237,6 @@ def same_weights_rows(results: dict) -> tuple[list[str], list[list[str]]]:
                 f"{theirs['bleu_tok_lc']:.2f}",
             ]
             figures += [format_spread(ours["sentences_per_s"], 1), format_spread(theirs["sentences_per_s"], 1)]
-            lines.append([str(run["seed"]), f"{run['updates']:,}", row["search"], *figures, f"{ratio:.2f}x"])
+            batched = f"{ours['batching']['chosen']} / {theirs['batching']['chosen']}"
+            lines.append([str(run["seed"]), f"{run['updates']:,}", row["search"], *figures, f"{ratio:.2f}x", batched])
     return header, lines

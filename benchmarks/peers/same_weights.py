@@ -31,7 +31,9 @@ its own environment: `probes/opennmt_probe.py convert`.
 of updates (untimed, once per seed, kept in the work folder), converted, then test2016 decoded by
 both toolkits greedily and with beam 5 under OpenNMT-py's stopping rule (a sentence ends when its
 best hypothesis ends, raw log-probabilities), the two taking turns `repeats` times: how often
-their outputs are the same line, and each one's sentences per second on the same outputs.
+their outputs are the same line, and each one's sentences per second on the same outputs. Each
+toolkit decodes batched its fastest way: every batching it offers (more sentences, or batches
+cut by tokens) is tried once first, and the timed turns use the fastest.
 """
 
 from __future__ import annotations
@@ -223,13 +225,22 @@ def _trained(harness: Harness, attnmt: PeerSystem, folder: Path, updates: int, s
 
 
 def _decode_both(harness: Harness, folder: Path, ours: tuple, theirs: tuple, search: str, repeats: int) -> dict:
-    """test2016 by both toolkits with `search`, taking turns: identical lines, BLEU, speed."""
+    """test2016 by both toolkits with `search`, each batched its fastest way (`_fastest_batching`),
+    taking turns: identical lines, BLEU, speed."""
     beam, *options = SEARCHES[search]
+    pairs = list(zip((ours, theirs), options, strict=True))
+    batchings = {
+        system.name: _fastest_batching(harness, folder, system, checkpoint, beam, o)
+        for (system, checkpoint), o in pairs
+    }
     measured: dict[str, list[dict]] = {}
     for turn in range(repeats):
-        for (system, checkpoint), search_options in rotated(list(zip((ours, theirs), options, strict=True)), turn):
+        for (system, checkpoint), search_options in rotated(pairs, turn):
             out = folder / "decoded" / system.name
-            decoded = harness.translate(system, out, checkpoint, "test2016", beam, search=search_options)
+            chosen = batchings[system.name]
+            decoded = harness.translate(
+                system, out, checkpoint, "test2016", beam, search={**search_options, **chosen["options"]}
+            )
             measured.setdefault(system.name, []).append(decoded)
     lines = [Path(runs[-1]["output"]).read_text(encoding="utf-8").splitlines() for runs in measured.values()]
     same = sum(ours_line == theirs_line for ours_line, theirs_line in zip(*lines, strict=True))
@@ -242,7 +253,25 @@ def _decode_both(harness: Harness, folder: Path, ours: tuple, theirs: tuple, sea
             name: {
                 **{key: runs[-1][key] for key in keys},
                 "sentences_per_s": spread([r["sentences_per_s"] for r in runs]),
+                "batching": batchings[name],
             }
             for name, runs in measured.items()
         },
     }
+
+
+def _fastest_batching(harness: Harness, folder: Path, system: PeerSystem, checkpoint: Path, beam: int, search: dict):
+    """Each of the system's decode batchings (`PeerSystem.decode_batchings`) once on test2016: the
+    fastest, by sentences per second, with what each one measured and the share of its lines
+    that are the first batching's (batching should change the speed only)."""
+    screen, first_lines = {}, None
+    for name, options in system.decode_batchings(harness.setup).items():
+        harness.say(f"{system.name}: test2016, beam {beam}, batched by {name}")
+        out = folder / "batching" / system.name
+        decoded = harness.translate(system, out, checkpoint, "test2016", beam, search={**search, **options})
+        lines = Path(decoded["output"]).read_text(encoding="utf-8").splitlines()
+        first_lines = lines if first_lines is None else first_lines
+        same = sum(a == b for a, b in zip(lines, first_lines, strict=True)) / len(lines)
+        screen[name] = {"options": options, "sentences_per_s": decoded["sentences_per_s"], "same_as_first": same}
+    chosen = max(screen, key=lambda name: screen[name]["sentences_per_s"])
+    return {"chosen": chosen, "options": screen[chosen]["options"], "screen": screen}

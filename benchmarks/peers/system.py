@@ -30,6 +30,11 @@ from pathlib import Path
 from attnmt.config import ModelConfig
 
 PROBES = Path(__file__).parent / "probes"
+# The decode batchings tried before decoding speed is timed (`PeerSystem.decode_batchings`), beside
+# the Setup's 64 sentences: more sentences, and batches cut by tokens, which each toolkit counts
+# its own way (attnmt: padded source tokens times the beam; OpenNMT-py: its `batch_type tokens`).
+BATCH_SENTENCES = (128, 256)
+BATCH_TOKENS = (2000, 4000, 8000)
 
 
 class PeerError(Exception):
@@ -102,6 +107,11 @@ class PeerSystem(ABC):
         """The beam searches `modes.stopping` compares, by name, as `translate_command`'s search
         options (each system's own stopping rules and penalties); `alpha`: the one chosen on valid."""
         return {}
+
+    def decode_batchings(self, setup: Setup) -> dict[str, dict]:
+        """The ways to batch a decode that `modes.same_weights` tries before it times one, by
+        name, as `translate_command`'s options; the Setup's batch of sentences (no options) first."""
+        return {f"{setup.decode_batch_sentences} sentences": {}}
 
     def environment(self) -> str:
         """The folder name of its virtual environment: one per installed package version."""

@@ -2,7 +2,8 @@
 
     python attnmt_probe.py train --config CONFIG.yaml --events EVENTS.jsonl [--max-minutes M]
     python attnmt_probe.py translate --checkpoint DIR --source FILE --output FILE --beam K
-                                     --batch B --max-length N --result RESULT.json [--attention-focus F.json]
+                                     --batch B [--batch-tokens T] --max-length N --result RESULT.json
+                                     [--attention-focus F.json]
                                      [--stopping k_finished|best_finished] [--alpha A]
 
 The source file holds word tokens already (the benchmark's shared data): they are looked up
@@ -64,7 +65,7 @@ def translate(args: argparse.Namespace) -> None:
     sources = [vocab.encode(line.split()) for line in args.source.read_text(encoding="utf-8").splitlines()]
     started = time.perf_counter()
     options = search_options(translator.config.decode, args)
-    hypotheses = decode_all(translator.model, sources, options, batch_size=args.batch)
+    hypotheses = decode_all(translator.model, sources, options, batch_size=args.batch, batch_tokens=args.batch_tokens)
     seconds = time.perf_counter() - started
     target = translator.codec.tgt_vocab
     lines = [" ".join(target.decode(best[0].tokens)) + "\n" for best in hypotheses]
@@ -88,7 +89,8 @@ def parser() -> argparse.ArgumentParser:
     translating.add_argument("--result", type=Path, required=True)
     translating.add_argument("--attention-focus", type=Path, help="write where the attention goes (JSON)")
     translating.add_argument("--beam", type=int, default=1)
-    translating.add_argument("--batch", type=int, default=64)
+    translating.add_argument("--batch", type=int, default=64, help="sentences a batch")
+    translating.add_argument("--batch-tokens", type=int, help="padded source tokens a batch, times the beam")
     translating.add_argument("--max-length", type=int, default=100)
     translating.add_argument("--threads", type=int, default=2)
     translating.add_argument("--stopping", choices=("k_finished", "best_finished"), help="the run's own if not given")

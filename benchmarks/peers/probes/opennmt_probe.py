@@ -4,7 +4,8 @@ Runs in OpenNMT-py's virtual environment: imports only torch, onmt, the standard
 
     opennmt_probe.py train --config train.yaml --events E --threads N --steps S --save-every K [--max-minutes M]
     opennmt_probe.py translate --model CKPT --source F --output O --result R --threads N --beam-size B
-                               --batch-size N --max-length L [--length-penalty none|avg|wu --alpha A]
+                               --batch-size N [--batch-type sents|tokens] --max-length L
+                               [--length-penalty none|avg|wu --alpha A]
     opennmt_probe.py convert --weights W.pt --output CKPT.pt
 
 Training goes through `onmt.bin.train.train`, OpenNMT's own entry point, with the clock started
@@ -54,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     translation.add_argument("--threads", type=int, required=True)
     translation.add_argument("--beam-size", type=int, required=True)
     translation.add_argument("--batch-size", type=int, required=True)
+    translation.add_argument(
+        "--batch-type", choices=("sents", "tokens"), default="sents", help="what --batch-size counts"
+    )
     translation.add_argument("--max-length", type=int, required=True)
     translation.add_argument("--length-penalty", choices=("none", "avg", "wu"), default="none")
     translation.add_argument("--alpha", type=float, default=0.0, help="wu's alpha")
@@ -142,7 +146,7 @@ def _translate_argv(args: argparse.Namespace) -> list[str]:
         "-output", str(args.output),
         "-beam_size", str(args.beam_size),
         "-batch_size", str(args.batch_size),
-        "-batch_type", "sents",
+        "-batch_type", args.batch_type,
         "-max_length", str(args.max_length),
         "-max_length_ratio", "0",
         "-length_penalty", args.length_penalty,
