@@ -22,6 +22,7 @@ from attnmt.serve.app import create_app
 from attnmt.serve.catalog import Catalog
 from attnmt.serve.routes import router
 from attnmt.serve.schemas import ErrorBody, Limits, TranslateResponse
+from attnmt.serve.server import bind
 
 SENTENCES = ["a b c", "d e f g h", "h g", "x", "b a c d e f", "q r s t"]
 LIMITS = Limits(max_sentences=8, max_chars=40, max_beam=4, max_length=30, max_body_bytes=4000, batch_wait_ms=20)
@@ -438,6 +439,13 @@ def test_serve_rejects_a_port_in_use(reverse_run, capsys):
         assert main(["serve", str(reverse_run), "--port", str(port)]) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and f"--port: cannot listen on 127.0.0.1:{port}" in error
+
+
+def test_the_port_accepts_connections_from_the_moment_it_is_named():
+    # The start-up line names the port before uvicorn runs: a client that connects at once must
+    # wait in the backlog, not be refused.
+    with bind("127.0.0.1", 0) as sock, socket.create_connection(sock.getsockname()[:2], timeout=5):
+        pass
 
 
 def test_serve_rejects_impossible_limits(reverse_run, capsys):

@@ -14,12 +14,17 @@ from typing import TYPE_CHECKING
 from attnmt.serve.schemas import Limits
 from attnmt.utils import UserError
 
+BACKLOG = 2048  # uvicorn's own default
+
 if TYPE_CHECKING:  # torch: loaded once the port is bound
     from attnmt.loading import ModelSpec
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket on host:port; an unknown host or a port in use is a UserError."""
+    """A listening TCP socket on host:port; an unknown host or a port in use is a UserError.
+
+    It listens from here on, before the runs load and uvicorn starts: a client that connects as
+    soon as the start-up line names the port waits in the backlog instead of being refused."""
     if not 0 <= port <= 65535:
         raise UserError(f"expected 0-65535, got {port}", field="port")
     try:
@@ -33,6 +38,7 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as error:
         sock.close()
         raise UserError(f"cannot listen on {host}:{port} ({error.strerror})", field="port") from None
+    sock.listen(BACKLOG)
     return sock
 
 
