@@ -10,10 +10,15 @@ import pytest
 from attnmt.download import cache_root
 from benchmarks.peers.harness import Harness
 from benchmarks.peers.joeynmt import JoeyNMT
-from benchmarks.peers.opennmt import OpenNMT, OpenNMTRecipe
+from benchmarks.peers.opennmt import OpenNMT, OpenNMTAdamRecipe, OpenNMTRecipe
 from benchmarks.peers.system import PeerSystem, Setup
 
-PEER_CLASSES = {"opennmt-py": OpenNMT, "joeynmt": JoeyNMT, "opennmt-py-recipe": OpenNMTRecipe}
+PEER_CLASSES = {
+    "opennmt-py": OpenNMT,
+    "joeynmt": JoeyNMT,
+    "opennmt-py-recipe": OpenNMTRecipe,
+    "opennmt-py-adam-recipe": OpenNMTAdamRecipe,
+}
 LETTERS = "abcdefghijkl"
 KEPT = "abcdef"  # the task: the source's letters from a-f, reversed and upper-cased
 TINY = {"train": 96, "valid": 8, "test2016": 10}  # 96 training pairs: 6 batches of 16 per epoch

@@ -32,12 +32,13 @@ from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness, read_events, run_command, training_speed
 from benchmarks.peers.joeynmt import JoeyNMT
 from benchmarks.peers.modes import QualityOptions, SpeedOptions, StoppingOptions, quality, speed, stopping
-from benchmarks.peers.opennmt import RECIPE, OpenNMT
+from benchmarks.peers.opennmt import ADAM_RECIPE, ADAM_RECIPE_STEPS, RECIPE, OpenNMT
 from benchmarks.peers.report import bootstrap_rows, quality_curves, quality_rows, save_figure, stopping_rows
 from benchmarks.peers.system import PROBES, Command, PeerError, PeerSystem, Setup, run_pip
 from tests.data_helpers import SHARED_DATA, needs_multi30k
 from tests.peer_helpers import TINY, installed_peer, write_tiny_task
 
+ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = """
 import json, sys, time
 mode, out = sys.argv[1], sys.argv[2]
@@ -193,6 +194,21 @@ def test_attnmt_recipe_is_the_luong_configs_model_and_schedule_on_the_shared_tok
     # the Setup's own attnmt row keeps the Setup's optimizer
     plain = Attnmt(name="attnmt").config(setup, tmp_path, steps=None, max_minutes=50.0, save_every=250)
     assert plain["train"]["lr_schedule"] == "constant" and plain["data"]["max_batch_sentences"] == 64
+
+
+def test_a_race_of_the_recipe_from_before_its_config_changed_is_not_resumed(tmp_path, monkeypatch):
+    """attnmt-recipe's notes hold the settings read from the config, so a race run with another
+    config (the committed race of recipes ran the GRU recipe) is refused, not continued."""
+    committed = ROOT / "docs" / "results" / "peers-quality-recipes.json"
+    earlier = json.loads(committed.read_text(encoding="utf-8"))
+    notes = {"attnmt-recipe": Attnmt(name="attnmt-recipe").architecture_notes}
+    with pytest.raises(UserError, match="another architecture of attnmt-recipe"):
+        peers_cli.finished_runs(committed, {"setup": earlier["setup"]}, QualityOptions(50.0, 250, (1,)), notes)
+    gru = yaml.safe_load(RECIPE_CONFIG.read_text(encoding="utf-8"))
+    gru["model"]["rnn"] = "gru"
+    (tmp_path / "gru.yaml").write_text(yaml.safe_dump(gru), encoding="utf-8")
+    monkeypatch.setattr("benchmarks.peers.attnmt_peer.RECIPE_CONFIG", tmp_path / "gru.yaml")
+    assert Attnmt(name="attnmt-recipe").architecture_notes != notes["attnmt-recipe"]
 
 
 def test_a_race_of_own_recipes_has_its_own_results_file_and_is_never_mixed(capsys):
@@ -571,20 +587,25 @@ print(json.dumps({action.dest: action.default for action in parser._actions if a
 """
 
 
-def test_opennmt_recipe_is_its_documented_multi30k_example_with_shared_decoder_embeddings(tmp_path):
-    """The documented Multi30k example trains with OpenNMT-py's defaults: the recipe's options are
-    the installed release's defaults, but for the one change it makes; its model has the
-    parameter count the arithmetic's shapes give."""
+@pytest.mark.parametrize("name", ["opennmt-py-recipe", "opennmt-py-adam-recipe"])
+def test_opennmt_recipes_are_its_documented_model_with_shared_decoder_embeddings(name, tmp_path):
+    """Both recipes train OpenNMT-py's documented default model: their options are the installed
+    release's defaults, but for shared decoder embeddings and, in the Adam recipe, its optimizer
+    and schedule (each of them an option of the release); the model has the parameter count the
+    arithmetic's shapes give."""
     setup = Setup(data_dir=write_tiny_task(tmp_path / "data"), threads=1)
-    harness, system = installed_peer("opennmt-py-recipe", setup)
+    harness, system = installed_peer(name, setup)
     done = subprocess.run(
         [str(harness.pythons[system.name].absolute()), "-c", DEFAULTS_SCRIPT], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
     defaults = json.loads(done.stdout.splitlines()[-1])
-    for key, value in RECIPE.items():
-        expected = RECIPE_CHANGES.get(key, defaults[RECIPE_DEFAULT_NAMES.get(key, key)])
-        assert value == expected, (key, value, expected)
+    changes = {**RECIPE_CHANGES, **(ADAM_RECIPE if name == "opennmt-py-adam-recipe" else {})}
+    options = system.train_options(setup, tmp_path / "options")
+    for key in {*RECIPE, *changes}:
+        expected = changes.get(key, defaults[RECIPE_DEFAULT_NAMES.get(key, key)])
+        assert key in defaults or key in RECIPE_DEFAULT_NAMES, key
+        assert options[key] == expected, (key, options[key], expected)
     assert (
         defaults["dec_hid_size"] == defaults["enc_hid_size"]
         and defaults["tgt_word_vec_size"] == RECIPE["word_vec_size"]
@@ -593,7 +614,7 @@ def test_opennmt_recipe_is_its_documented_multi30k_example_with_shared_decoder_e
     work = tmp_path / "recipe"
     _, events = harness.train(system, work, steps=2, max_minutes=None, save_every=2)
     train_yaml = (work / "train.yaml").read_text(encoding="utf-8")
-    assert 'optim: "sgd"' in train_yaml and "share_decoder_embeddings: true" in train_yaml
+    assert f'optim: "{options["optim"]}"' in train_yaml and "share_decoder_embeddings: true" in train_yaml
     # every type of the tiny task is seen at least twice, so kept; four specials per side
     source_types, target_types = (
         len(set((setup.data_dir / f"train.{lang}").read_text().split())) for lang in ["en", "de"]
@@ -601,6 +622,28 @@ def test_opennmt_recipe_is_its_documented_multi30k_example_with_shared_decoder_e
     shapes = system.arithmetic_shapes(setup)
     expected = sum(p.numel() for p in build_model(shapes, source_types + 4, target_types + 4).parameters())
     assert events.parameters == pytest.approx(expected, rel=0.01), (events.parameters, expected)
+
+
+def test_the_adam_recipes_decay_is_fitted_to_the_race_as_attnmts_cosine_is():
+    """OpenNMT-py's step decay, written from its definition (the rate times decay^k, k the number
+    of decay_steps periods begun since start_decay_steps - decay_steps), is at half the peak at
+    mid-run, as a cosine is, and within a factor of two of attnmt's recipe's floor at the end of
+    the updates the recipe's 50 minutes give OpenNMT-py's model (the committed race of recipes)."""
+
+    def rate(step: int) -> float:
+        begun = max(step - ADAM_RECIPE["start_decay_steps"] + ADAM_RECIPE["decay_steps"], 0)
+        return ADAM_RECIPE["learning_rate"] * ADAM_RECIPE["learning_rate_decay"] ** (
+            begun // ADAM_RECIPE["decay_steps"]
+        )
+
+    attnmt_recipe = yaml.safe_load(RECIPE_CONFIG.read_text(encoding="utf-8"))["train"]
+    assert ADAM_RECIPE["learning_rate"] == attnmt_recipe["lr"]
+    assert rate(ADAM_RECIPE_STEPS // 2 - 1) == ADAM_RECIPE["learning_rate"]
+    assert rate(ADAM_RECIPE_STEPS // 2) == pytest.approx(ADAM_RECIPE["learning_rate"] / 2)
+    assert attnmt_recipe["min_lr"] / 2 <= rate(ADAM_RECIPE_STEPS) <= 2 * attnmt_recipe["min_lr"]
+    race = json.loads((ROOT / "docs" / "results" / "peers-quality-recipes.json").read_text(encoding="utf-8"))
+    made = race["systems"]["opennmt-py-recipe"]["summary"]["updates"]["median"]
+    assert ADAM_RECIPE_STEPS <= made < 1.1 * ADAM_RECIPE_STEPS
 
 
 BAD_COUNTS = [

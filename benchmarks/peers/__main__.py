@@ -3,7 +3,7 @@
     python -m benchmarks.peers speed   [--systems attnmt,attnmt-bahdanau,opennmt-py,joeynmt] [--repeats 5]
                                        [--steps 60] [--warmup 10] [--decode-updates 1000]
     python -m benchmarks.peers quality [--systems ...] [--minutes 50] [--save-every 250] [--seeds 1,2]
-    python -m benchmarks.peers quality --systems attnmt-recipe,opennmt-py-recipe   # each its own recipe
+    python -m benchmarks.peers quality --systems attnmt-recipe,opennmt-py-adam-recipe   # each its own recipe
     common: [--work DIR] [--data-dir DIR] [--threads 2] [--json OUT]
     python -m benchmarks.peers stopping [--systems attnmt,opennmt-py] [--updates 4600] [--seeds 1,2]
                                        # output length and BLEU per search, on models of equal updates
@@ -63,6 +63,7 @@ SYSTEMS = {
     "joeynmt": ("benchmarks.peers.joeynmt", "JoeyNMT"),
     "attnmt-recipe": ("benchmarks.peers.attnmt_peer", "Attnmt"),
     "opennmt-py-recipe": ("benchmarks.peers.opennmt", "OpenNMTRecipe"),
+    "opennmt-py-adam-recipe": ("benchmarks.peers.opennmt", "OpenNMTAdamRecipe"),
 }
 RECIPES = [name for name in SYSTEMS if name.endswith("-recipe")]
 # Raced by default: the Setup's systems, but for the one kept only to reproduce earlier races.
