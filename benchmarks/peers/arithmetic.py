@@ -32,6 +32,7 @@ def input_feeding_mlp_shapes(setup: Setup, *, bridge: str) -> ModelConfig:
         input_feeding=True,
         attention="additive",
         bridge=bridge,
+        dropout=setup.dropout,
     )
 
 

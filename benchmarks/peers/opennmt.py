@@ -113,7 +113,8 @@ class OpenNMT(PeerSystem):
 
     def train_options(self, setup: Setup, work: Path) -> dict:
         """Everything but train_steps and save_checkpoint_steps, which the probe gets per run."""
-        return {**_data_options(setup, work), **_setup_model_options(setup)}
+        model = model_options(self.arithmetic_shapes(setup))
+        return {**_data_options(setup, work), **model, **_setup_training_options(setup)}
 
     def prepare(self, setup: Setup, work: Path, python: Path) -> None:
         if not self.own_recipe and 2 * setup.encoder_hidden != setup.decoder_hidden:
@@ -415,21 +416,27 @@ def _data_options(setup: Setup, work: Path) -> dict:
     }
 
 
-def _setup_model_options(setup: Setup) -> dict:
-    """The Setup's model, optimizer and batches in OpenNMT-py's options."""
+def model_options(model: ModelConfig) -> dict:
+    """The `onmt_train` options that build the OpenNMT-py twin of `model`: a bidirectional GRU
+    encoder and an input-feeding GRU decoder with MLP attention (`brnn` splits hidden_size,
+    the decoder's, in two directions)."""
     return {
-        # model
         "encoder_type": "brnn",
         "decoder_type": "rnn",
         "rnn_type": "GRU",
-        "enc_layers": 1,
-        "dec_layers": 1,
-        "hidden_size": setup.decoder_hidden,  # brnn splits it: encoder_hidden per direction
-        "word_vec_size": setup.embedding_size,
+        "enc_layers": model.encoder_layers,
+        "dec_layers": model.decoder_layers,
+        "hidden_size": model.decoder_hidden,
+        "word_vec_size": model.embedding_size,
         "global_attention": "mlp",
         "input_feed": 1,
-        "dropout": [setup.dropout],
-        # optimisation
+        "dropout": [model.dropout],
+    }
+
+
+def _setup_training_options(setup: Setup) -> dict:
+    """The Setup's optimizer and batches in OpenNMT-py's options."""
+    return {
         "optim": "adam",
         "learning_rate": setup.lr,
         "decay_method": "none",
@@ -438,7 +445,6 @@ def _setup_model_options(setup: Setup) -> dict:
         "label_smoothing": setup.label_smoothing,
         "normalization": "tokens",  # per-token loss like the other systems (default: per sentence)
         "accum_count": [1],
-        # data
         "batch_type": "sents",
         "batch_size": setup.batch_sentences,
     }

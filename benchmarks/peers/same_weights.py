@@ -51,7 +51,7 @@ from attnmt.utils import UserError, atomic_path
 from attnmt.vocab import SPECIALS, Vocab
 from benchmarks.measure import describe_machine, provenance, rotated, spread
 from benchmarks.peers.harness import Harness, run_command
-from benchmarks.peers.opennmt import OpenNMT
+from benchmarks.peers.opennmt import OpenNMT, model_options
 from benchmarks.peers.system import PeerError, PeerSystem
 
 # attnmt's special tokens under OpenNMT-py's names (onmt.constants.DefaultTokens)
@@ -97,22 +97,6 @@ def check_convertible(model: ModelConfig) -> None:
         )
     if model.attention_size not in (None, model.decoder_hidden):
         raise UserError(f"model.attention_size: {model.attention_size}; OpenNMT-py's mlp attention is hidden_size wide")
-
-
-def opennmt_options(model: ModelConfig) -> dict:
-    """The `onmt_train` options that build this model's OpenNMT-py twin."""
-    return {
-        "encoder_type": "brnn",
-        "decoder_type": "rnn",
-        "rnn_type": "GRU",
-        "enc_layers": model.encoder_layers,
-        "dec_layers": model.decoder_layers,
-        "hidden_size": model.decoder_hidden,
-        "word_vec_size": model.embedding_size,
-        "global_attention": "mlp",
-        "input_feed": 1,
-        "dropout": [model.dropout],
-    }
 
 
 def opennmt_tokens(vocab: Vocab) -> list[str]:
@@ -162,7 +146,7 @@ def write_for_opennmt(run: str | Path, path: Path, which: str = "best") -> dict:
     check_convertible(trained.config.model)
     run_dir = trained.run_dir
     vocabs = {side: opennmt_tokens(Vocab.load(run_dir / f"{side}.vocab.json")) for side in ("src", "tgt")}
-    described = {"checkpoint": str(trained.checkpoint), "options": opennmt_options(trained.config.model), **vocabs}
+    described = {"checkpoint": str(trained.checkpoint), "options": model_options(trained.config.model), **vocabs}
     state = opennmt_state(trained.model.state_dict(), trained.config.model)
     with atomic_path(path) as temporary:
         torch.save({**described, "state": state}, temporary)
