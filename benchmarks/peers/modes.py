@@ -305,15 +305,17 @@ def _test_decodes(harness: Harness, system: PeerSystem, scoring: Path, checkpoin
     searches: dict[str, tuple[int, dict]] = {"beam1": (1, {}), f"beam{beam}": (beam, {})}
     found: dict = {}
     if system.tuning_search(0.0) is not None:
-        found["tuning"] = []
-        for alpha in alphas:
-            harness.say(f"{system.name}: valid, beam {beam}, length penalty {alpha:g}")
-            search = system.tuning_search(alpha)
-            scored = harness.translate(system, scoring / "tuning", checkpoint, "valid", beam, search=search)
-            found["tuning"].append(
-                {"alpha": alpha, "bleu_tok_lc": scored["bleu_tok_lc"], "length_ratio": scored["length_ratio"]}
-            )
-        chosen = max(found["tuning"], key=lambda row: row["bleu_tok_lc"])["alpha"]
+
+        def tuning_row(search: dict, scored: dict) -> dict:
+            return {
+                "alpha": search["alpha"],
+                "bleu_tok_lc": scored["bleu_tok_lc"],
+                "length_ratio": scored["length_ratio"],
+            }
+
+        found["tuning"], chosen = _tune_length_penalty(
+            harness, system, scoring / "tuning", checkpoint, alphas, tuning_row
+        )
         searches[f"beam{beam}{TUNED}"] = (beam, system.tuning_search(chosen))
     for split in TESTS:
         found[split] = {}
@@ -328,6 +330,26 @@ def _test_decodes(harness: Harness, system: PeerSystem, scoring: Path, checkpoin
                 row["sentence_stats"] = sentence_stats(hypotheses, references.splitlines())
             found[split][name] = row
     return found
+
+
+def _tune_length_penalty(
+    harness: Harness,
+    system: PeerSystem,
+    folder: Path,
+    checkpoint: Path,
+    alphas: tuple[float, ...],
+    row: Callable[[dict, dict], dict],
+) -> tuple[list[dict], float]:
+    """Beam search on valid with the system's length penalty at each of `alphas`: `row(search,
+    scored)` of each decode, and the alpha of the best tokenized BLEU (the first of equals)."""
+    beam, rows, scores = harness.setup.beam_size, [], []
+    for alpha in alphas:
+        harness.say(f"{system.name}: valid, beam {beam}, length penalty {alpha:g}")
+        search = system.tuning_search(alpha)
+        scored = harness.translate(system, folder, checkpoint, "valid", beam, search=search)
+        rows.append(row(search, scored))
+        scores.append(scored["bleu_tok_lc"])
+    return rows, alphas[scores.index(max(scores))]
 
 
 def stopping(harness: Harness, options: StoppingOptions, on_run: Callable[[dict], None] = lambda results: None) -> dict:
@@ -381,14 +403,19 @@ def _stopping_run(harness: Harness, system: PeerSystem, options: StoppingOptions
     best = max(curve, key=lambda point: point["valid_bleu_tok_lc"])
     checkpoint, beam = checkpoints[best["step"]], harness.setup.beam_size
 
-    def decode(name: str, split: str, beam_size: int, search: dict) -> dict:
-        harness.say(f"{system.name}: {split}, {name}")
-        scored = harness.translate(system, scoring / "searches", checkpoint, split, beam_size, search=search)
+    def row(name: str, split: str, beam_size: int, search: dict, scored: dict) -> dict:
         keys = ("bleu_tok_lc", "chrf", "length_ratio", "brevity_penalty", "sentences_per_s")
         return {"search": name, "split": split, "beam_size": beam_size, **search, **{k: scored[k] for k in keys}}
 
-    tuning = [decode("tuning", "valid", beam, system.tuning_search(alpha)) for alpha in options.alphas]
-    alpha = max(tuning, key=lambda row: row["bleu_tok_lc"])["alpha"]
+    def decode(name: str, split: str, beam_size: int, search: dict) -> dict:
+        harness.say(f"{system.name}: {split}, {name}")
+        scored = harness.translate(system, scoring / "searches", checkpoint, split, beam_size, search=search)
+        return row(name, split, beam_size, search, scored)
+
+    def tuning_row(search: dict, scored: dict) -> dict:
+        return row("tuning", "valid", beam, search, scored)
+
+    tuning, alpha = _tune_length_penalty(harness, system, scoring / "searches", checkpoint, options.alphas, tuning_row)
     searches = {"greedy": (1, {}), **{name: (beam, search) for name, search in system.stopping_searches(alpha).items()}}
     rows = [decode(name, split, *search) for split in ("valid", "test2016") for name, search in searches.items()]
     return {
