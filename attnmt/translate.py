@@ -4,8 +4,8 @@ The path a sentence takes: source tokenizer -> source vocabulary -> `search.deco
 (length-sorted batches, greedy or beam) -> target vocabulary -> detokenizer. A translation may
 be steered: a prefix it continues, phrases it must contain, or both. `score` gives the model's
 reading of a given translation, `align` a translation's word alignment, `explain` replays one
-sentence's search step by step; the pictures draw a translation's attention. Scoring against
-references is `evaluation`; reading the user's text files is `textfiles`.
+sentence's search step by step. A translation's attention is drawn by `heatmaps`; scoring
+against references is `evaluation`; reading the user's text files is `textfiles`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, cast
 
-import numpy as np
 import torch
 
 from attnmt.alignment import alignment, word_of_tokens
 from attnmt.codec import TextCodec
 from attnmt.config import Config
-from attnmt.plot import attention_grid, attention_heatmap
 from attnmt.search.beam import BeamStep, beam_search
 from attnmt.search.decode import Shortlisting, decode_all, steering_of
 from attnmt.search.hypotheses import Hypothesis
@@ -37,7 +35,6 @@ from attnmt.vocab import EOS, PAD
 # length limit grow with the source, and a runaway line (a whole file without newlines)
 # should cost a truncated translation, not the memory of the machine.
 MAX_SOURCE_TOKENS = 250
-EOS_LABEL = "</s>"
 
 
 def warn(message: str) -> None:
@@ -389,43 +386,6 @@ class Translator:
             log_prob=hypothesis.log_prob,
             attention=_rows(hypothesis.attention.float(), len(tokens) + 1, len(source_tokens)),
         )
-
-
-# --- pictures ---------------------------------------------------------------------------
-
-
-def _heatmap_item(translation: Translation) -> tuple[np.ndarray, list[str], list[str]]:
-    if not translation.source_tokens:
-        raise UserError("an empty sentence has no attention to draw")
-    return translation.attention.numpy(), translation.source_tokens, [*translation.tokens, EOS_LABEL]
-
-
-def heatmap(translation: Translation, path: str | Path, title: str = "") -> Path:
-    """The attention of one translation: source tokens along x, output tokens and </s> along y."""
-    return attention_heatmap(*_heatmap_item(translation), path, title=title)
-
-
-def heatmap_grid(translations: Sequence[Translation], path: str | Path) -> Path:
-    """Several translations' attention in one figure (empty sentences are left out)."""
-    shown = [t for t in translations if t.source_tokens]
-    if not shown:
-        raise UserError("only empty sentences; no attention to draw")
-    return attention_grid([_heatmap_item(t) for t in shown], path, titles=[t.text or "(empty)" for t in shown])
-
-
-def write_heatmaps(translations: Sequence[Translation], out_dir: str | Path, first_index: int = 0) -> list[Translation]:
-    """OUT_DIR/NNNN.png for each non-empty sentence, NNNN its 1-based position counted from
-    `first_index` (so file names match input lines); returns the translations drawn."""
-    drawn = []
-    for offset, translation in enumerate(translations):
-        if translation.source_tokens:
-            path = Path(out_dir) / f"{first_index + offset + 1:04d}.png"
-            try:
-                heatmap(translation, path, title=translation.text)
-            except OSError as exc:
-                raise UserError(f"{out_dir}: cannot write heatmaps ({exc.strerror or exc})") from None
-            drawn.append(translation)
-    return drawn
 
 
 def scored_record(translation: Translation, with_attention: bool) -> dict:

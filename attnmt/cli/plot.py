@@ -29,8 +29,8 @@ def add_parser(commands) -> None:
 
 
 def _attention(args: argparse.Namespace, console: Console) -> Path:
+    from attnmt.heatmaps import heatmap, heatmap_grid
     from attnmt.loading import load  # torch: not loaded to build the parser
-    from attnmt.translate import heatmap, heatmap_grid
 
     translator = load(model_spec(args, [args.run_dir]))
     options = translator.search_options(

@@ -326,7 +326,8 @@ class _GlossaryReport:
 def _write_translations(chunks, out: TextIO, progress, *, n_best: int, attention: str | None, aligned=None) -> None:
     """Each chunk's lines (or n-best lines) as soon as it is translated, with its alignment after
     ' ||| ' when `aligned` writes one, and heatmaps when asked."""
-    from attnmt.translate import Translation, heatmap_grid, nbest_lines, write_heatmaps
+    from attnmt.heatmaps import heatmap_grid, write_heatmaps
+    from attnmt.translate import Translation, nbest_lines
 
     done = 0
     shown: list[Translation] = []
