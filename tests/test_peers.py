@@ -27,12 +27,20 @@ from attnmt.utils import UserError
 from benchmarks.flops import flop_rates
 from benchmarks.peers import __main__ as peers_cli
 from benchmarks.peers.arithmetic import arithmetic
-from benchmarks.peers.attnmt_peer import RECIPE_CONFIG, RECIPE_STEPS, Attnmt
+from benchmarks.peers.attnmt_peer import RECIPE_CONFIG, RECIPE_UPDATES, Attnmt
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness, read_events, run_command, training_speed
 from benchmarks.peers.joeynmt import JoeyNMT
-from benchmarks.peers.modes import QualityOptions, SpeedOptions, StoppingOptions, quality, speed, stopping
-from benchmarks.peers.opennmt import ADAM_RECIPE, ADAM_RECIPE_STEPS, RECIPE, OpenNMT
+from benchmarks.peers.modes import (
+    QualityOptions,
+    SpeedOptions,
+    StoppingOptions,
+    quality,
+    schedule_pace,
+    speed,
+    stopping,
+)
+from benchmarks.peers.opennmt import RECIPE, OpenNMT, OpenNMTAdamRecipe, adam_recipe
 from benchmarks.peers.report import bootstrap_rows, quality_curves, quality_rows, save_figure, stopping_rows
 from benchmarks.peers.system import PROBES, Command, PeerError, PeerSystem, Setup, run_pip
 from tests.data_helpers import SHARED_DATA, needs_multi30k
@@ -180,14 +188,19 @@ def test_the_attnmt_system_is_opennmt_pys_model():
 
 def test_attnmt_recipe_is_the_luong_configs_model_and_schedule_on_the_shared_tokens(tmp_path):
     """The own-recipe row trains configs/multi30k-en-de-luong.yaml's model, schedule and batch size,
-    read from the config, on the benchmark's word tokens; the cosine ends at the recipe's budget."""
+    read from the config, on the benchmark's word tokens; the cosine ends where the schedule is
+    fitted, which the notes say."""
     shipped = yaml.safe_load(RECIPE_CONFIG.read_text(encoding="utf-8"))
     system, setup = Attnmt(name="attnmt-recipe"), Setup(data_dir=Path("unused"))
     config = system.config(setup, tmp_path, steps=None, max_minutes=50.0, save_every=250)
     assert config["model"] == shipped["model"] and ModelConfig(**config["model"]).tie_embeddings
     for key in ("lr", "lr_schedule", "warmup_steps", "min_lr", "label_smoothing"):
         assert config["train"][key] == shipped["train"][key], key
-    assert config["train"]["max_steps"] == RECIPE_STEPS and config["train"]["max_minutes"] == 50.0
+    assert config["train"]["max_steps"] == RECIPE_UPDATES and config["train"]["max_minutes"] == 50.0
+    notes = system.architecture_notes
+    system.fit_schedule(5321)
+    assert system.config(setup, tmp_path, steps=None, max_minutes=50.0, save_every=250)["train"]["max_steps"] == 5321
+    assert "5,321" in system.architecture_notes and system.architecture_notes != notes
     assert config["data"]["batch_tokens"] == shipped["data"]["batch_tokens"]
     assert config["data"]["max_batch_sentences"] is None and config["data"]["tokenizer"] == "word"
     assert system.config(setup, tmp_path, steps=7, max_minutes=None, save_every=250)["train"]["max_steps"] == 7
@@ -201,14 +214,14 @@ def test_a_race_of_the_recipe_from_before_its_config_changed_is_not_resumed(tmp_
     config (the committed race of recipes ran the GRU recipe) is refused, not continued."""
     committed = ROOT / "docs" / "results" / "peers-quality-recipes.json"
     earlier = json.loads(committed.read_text(encoding="utf-8"))
-    notes = {"attnmt-recipe": Attnmt(name="attnmt-recipe").architecture_notes}
+    system = Attnmt(name="attnmt-recipe")
     with pytest.raises(UserError, match="another architecture of attnmt-recipe"):
-        peers_cli.finished_runs(committed, {"setup": earlier["setup"]}, QualityOptions(50.0, 250, (1,)), notes)
+        peers_cli.finished_runs(committed, {"setup": earlier["setup"]}, QualityOptions(50.0, 250, (1,)), [system])
     gru = yaml.safe_load(RECIPE_CONFIG.read_text(encoding="utf-8"))
     gru["model"]["rnn"] = "gru"
     (tmp_path / "gru.yaml").write_text(yaml.safe_dump(gru), encoding="utf-8")
     monkeypatch.setattr("benchmarks.peers.attnmt_peer.RECIPE_CONFIG", tmp_path / "gru.yaml")
-    assert Attnmt(name="attnmt-recipe").architecture_notes != notes["attnmt-recipe"]
+    assert Attnmt(name="attnmt-recipe").architecture_notes != system.architecture_notes
 
 
 def test_a_race_of_own_recipes_has_its_own_results_file_and_is_never_mixed(capsys):
@@ -397,11 +410,14 @@ def test_a_results_file_of_another_race_is_refused_in_one_line(setup, tmp_path):
         peers_cli.finished_runs(path, results, options)
     race = {"mode": "quality", "setup": setup.describe(), "options": {"minutes": 50.0, "save_every": 250}}
     path.write_text(json.dumps({**race, "systems": {"attnmt": {"architecture_notes": "before", "runs": []}}}))
-    assert peers_cli.finished_runs(path, results, options, {"attnmt": "before", "joeynmt": "new"}) == {
+    before, new = StandIn("attnmt"), StandIn("joeynmt")
+    before.architecture_notes, new.architecture_notes = "before", "new"
+    assert peers_cli.finished_runs(path, results, options, [before, new]) == {
         "attnmt": {"architecture_notes": "before", "runs": []}
     }
+    before.architecture_notes = "after"
     with pytest.raises(UserError, match=r"race.json: holds a race with another architecture of attnmt; pass --json"):
-        peers_cli.finished_runs(path, results, options, {"attnmt": "after"})
+        peers_cli.finished_runs(path, results, options, [before])
     path.write_text("not json")
     with pytest.raises(UserError, match=r"race.json: not a results file of this benchmark"):
         peers_cli.finished_runs(path, results, options)
@@ -600,8 +616,9 @@ def test_opennmt_recipes_are_its_documented_model_with_shared_decoder_embeddings
     )
     assert done.returncode == 0, done.stderr[-2000:]
     defaults = json.loads(done.stdout.splitlines()[-1])
-    changes = {**RECIPE_CHANGES, **(ADAM_RECIPE if name == "opennmt-py-adam-recipe" else {})}
     options = system.train_options(setup, tmp_path / "options")
+    adam = adam_recipe(system.schedule_updates) if name == "opennmt-py-adam-recipe" else {}
+    changes = {**RECIPE_CHANGES, **adam}
     for key in {*RECIPE, *changes}:
         assert RECIPE_DEFAULT_NAMES.get(key, key) in defaults, f"{key}: not an option of the installed release"
         expected = changes[key] if key in changes else defaults[RECIPE_DEFAULT_NAMES.get(key, key)]
@@ -624,26 +641,81 @@ def test_opennmt_recipes_are_its_documented_model_with_shared_decoder_embeddings
     assert events.parameters == pytest.approx(expected, rel=0.01), (events.parameters, expected)
 
 
-def test_the_adam_recipes_decay_is_fitted_to_the_race_as_attnmts_cosine_is():
+@pytest.mark.parametrize("updates", [3000, 4321])
+def test_the_adam_recipes_decay_is_fitted_to_the_race_as_attnmts_cosine_is(updates):
     """OpenNMT-py's step decay, written from its definition (the rate times decay^k, k the number
-    of decay_steps periods begun since start_decay_steps - decay_steps), is at half the peak at
-    mid-run, as a cosine is, and within a factor of two of attnmt's recipe's floor at the end of
-    the updates the recipe's 50 minutes give OpenNMT-py's model (the committed race of recipes)."""
+    of decay_steps periods begun since start_decay_steps - decay_steps), is at attnmt's recipe's
+    peak until mid-run, at half of it from there, as a cosine is, and within a factor of two of
+    attnmt's recipe's floor at the run's last update; the system's options and notes follow its fit."""
+    recipe = adam_recipe(updates)
 
     def rate(step: int) -> float:
-        begun = max(step - ADAM_RECIPE["start_decay_steps"] + ADAM_RECIPE["decay_steps"], 0)
-        return ADAM_RECIPE["learning_rate"] * ADAM_RECIPE["learning_rate_decay"] ** (
-            begun // ADAM_RECIPE["decay_steps"]
-        )
+        begun = max(step - recipe["start_decay_steps"] + recipe["decay_steps"], 0)
+        return recipe["learning_rate"] * recipe["learning_rate_decay"] ** (begun // recipe["decay_steps"])
 
     attnmt_recipe = yaml.safe_load(RECIPE_CONFIG.read_text(encoding="utf-8"))["train"]
-    assert ADAM_RECIPE["learning_rate"] == attnmt_recipe["lr"]
-    assert rate(ADAM_RECIPE_STEPS // 2 - 1) == ADAM_RECIPE["learning_rate"]
-    assert rate(ADAM_RECIPE_STEPS // 2) == pytest.approx(ADAM_RECIPE["learning_rate"] / 2)
-    assert attnmt_recipe["min_lr"] / 2 <= rate(ADAM_RECIPE_STEPS) <= 2 * attnmt_recipe["min_lr"]
-    race = json.loads((ROOT / "docs" / "results" / "peers-quality-recipes.json").read_text(encoding="utf-8"))
-    made = race["systems"]["opennmt-py-recipe"]["summary"]["updates"]["median"]
-    assert ADAM_RECIPE_STEPS <= made < 1.1 * ADAM_RECIPE_STEPS
+    assert recipe["learning_rate"] == attnmt_recipe["lr"]
+    assert rate(updates // 2 - 1) == recipe["learning_rate"]
+    assert rate(updates // 2) == pytest.approx(recipe["learning_rate"] / 2)
+    assert attnmt_recipe["min_lr"] / 2 <= rate(updates) <= 2 * attnmt_recipe["min_lr"]
+    system = OpenNMTAdamRecipe()
+    system.fit_schedule(updates)
+    assert f"{updates:,} updates of a 50-minute run" in system.architecture_notes
+    assert f"halved at update {updates // 2:,}" in system.architecture_notes
+
+
+def test_a_schedules_pace_is_the_time_to_the_warmups_end_and_the_seconds_per_update_after_it():
+    steps = [{"step": i, "time": 100.0 + 2 * i, "target_tokens": 1} for i in range(1, 11)]
+    pace = schedule_pace(steps, started=90.0, warmup=4)
+    # update 4 ends at t=108, 18 s after the start; updates 5..10 take 12 s
+    assert pace == {"updates": 10, "warmup_updates": 4, "warmup_seconds": 18.0, "seconds_per_update": 2.0}
+    with pytest.raises(PeerError, match="warm-up"):
+        schedule_pace(steps, started=90.0, warmup=10)
+
+
+class Scheduled(StandIn):
+    """A stand-in whose schedule is laid out over a number of updates, which its notes name."""
+
+    def __init__(self, name: str = "scheduled"):
+        super().__init__(name)
+        self.fit_schedule(7)
+
+    def fit_schedule(self, updates):
+        super().fit_schedule(updates)
+        self.architecture_notes = f"decays over {updates} updates"
+
+
+def test_a_race_fits_a_schedule_to_its_minutes_once_and_keeps_the_fit_when_resumed(setup, tmp_path, monkeypatch):
+    """The race measures a scheduled system's pace once, lays its schedule out over the updates
+    its minutes hold at that pace, records the measurement, and trains every seed with it; a
+    race resumed from its results file takes the recorded fit instead of measuring again."""
+    monkeypatch.setattr("benchmarks.peers.modes.SCHEDULE_PROBE_UPDATES", 30)
+    monkeypatch.setattr("benchmarks.peers.modes.SCHEDULE_PROBE_WARMUP", 2)
+    system = Scheduled()
+    harness = Harness(setup, [system, StandIn("plain")], tmp_path / "w", say=lambda _: None)
+    harness.install()
+    options = QualityOptions(minutes=0.5, save_every=1, seeds=(1, 2))
+    race = quality(harness, options)
+    fit = race["systems"]["scheduled"]["schedule"]
+    probe = fit["probe"]
+    expected = 2 + int((30 - probe["warmup_seconds"]) / probe["seconds_per_update"])
+    assert fit["updates"] == expected and probe["updates"] == 30 and "git_commit" in probe["provenance"]
+    assert system.schedule_updates == expected and system.seeds == [1, 1, 2]  # the probe, then the seeds
+    assert race["systems"]["scheduled"]["architecture_notes"] == f"decays over {expected} updates"
+    assert "schedule" not in race["systems"]["plain"]
+    assert not (tmp_path / "w" / "quality" / "scheduled" / "schedule-probe").exists()
+
+    results = tmp_path / "race.json"
+    results.write_text(json.dumps({"mode": "quality", "setup": {}, **race}), encoding="utf-8")
+    shutil.rmtree(tmp_path / "w" / "quality")  # a new session: only the results file remains
+    again = Scheduled()
+    assert again.schedule_updates == 7
+    finished = peers_cli.finished_runs(results, {"setup": {}}, options, [again])
+    assert again.schedule_updates == expected  # so that its notes are the race's
+    harness = Harness(setup, [again], tmp_path / "w", say=lambda _: None)
+    harness.install()
+    longer = quality(harness, QualityOptions(minutes=0.5, save_every=1, seeds=(1, 2, 3)), finished)
+    assert again.seeds == [3] and longer["systems"]["scheduled"]["schedule"] == fit
 
 
 BAD_COUNTS = [

@@ -29,6 +29,7 @@ import datetime
 import importlib
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -94,11 +95,12 @@ def seed_list(text: str) -> tuple[int, ...]:
     return seeds
 
 
-def finished_runs(path: Path, results: dict, options: QualityOptions, notes: dict[str, str] | None = None) -> dict:
+def finished_runs(path: Path, results: dict, options: QualityOptions, systems: Sequence[PeerSystem] = ()) -> dict:
     """The systems' runs already in the results file `path`, when it holds a race with the same
-    setup and budget, and with the same architecture for each system in `notes` (name ->
-    architecture notes) that it holds; an absent file is an empty race. Raises UserError for
-    another race."""
+    setup and budget, and with the same architecture for each of `systems` that it holds; an
+    absent file is an empty race. Each of `systems` whose schedule the race fitted to its minutes
+    takes that fit first (`PeerSystem.fit_schedule`), so that the race goes on as it began.
+    Raises UserError for another race."""
     if not path.exists():
         return {}
     try:
@@ -113,9 +115,14 @@ def finished_runs(path: Path, results: dict, options: QualityOptions, notes: dic
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise UserError(f"{path}: not a results file of this benchmark ({error}); pass another --json") from None
     differs = [what for what, equal in same.items() if not equal]
-    for name, note in (notes or {}).items():
-        if name in earlier["systems"] and earlier["systems"][name].get("architecture_notes") != note:
-            differs.append(f"architecture of {name}")
+    for system in systems:
+        entry = earlier["systems"].get(system.name)
+        if entry is None:
+            continue
+        if system.schedule_updates is not None and "schedule" in entry:
+            system.fit_schedule(entry["schedule"]["updates"])
+        if entry.get("architecture_notes") != system.architecture_notes:
+            differs.append(f"architecture of {system.name}")
     if differs:
         raise UserError(
             f"{path}: holds a race with another {', '.join(differs)}; pass --json NEW.json to start another race"
@@ -238,8 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         options = QualityOptions(args.minutes, args.save_every, args.seeds)
         try:
-            notes = {system.name: system.architecture_notes for system in harness.systems}
-            finished = finished_runs(path, results, options, notes)
+            finished = finished_runs(path, results, options, harness.systems)
         except UserError as error:
             print(f"benchmarks.peers: error: {error}", file=sys.stderr)
             return 2

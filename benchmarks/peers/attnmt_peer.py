@@ -66,12 +66,12 @@ ARCHITECTURES = {
 # cannot drift apart. Only its tokenizer is not taken: every system reads the same word tokens.
 RECIPE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "multi30k-en-de-luong.yaml"
 RECIPE_TRAIN_KEYS = ("lr", "lr_schedule", "warmup_steps", "min_lr", "label_smoothing")
-# The cosine decays to the step budget, so the recipe names one (the config's own 4,400 are for
-# BPE): an estimate of the updates that fit a 50-minute race on 2 CPU cores with these word
-# tokens. The recipe's GRU made 4,927 there; its LSTM makes 4,400 updates where the GRU made
-# 5,200 on BPE (configs/multi30k-en-de-luong-gru.yaml), so about 4,170. A race run shows how
-# close it is.
-RECIPE_STEPS = 4200
+# The cosine decays to the run's last update, so the recipe names one (the config's own 4,400 are
+# for BPE). Until a race fits it to its machine: an estimate of the updates that fit a 50-minute
+# race on 2 CPU cores with these word tokens. The recipe's GRU made 4,927 there; its LSTM makes
+# 4,400 updates where the GRU made 5,200 on BPE (configs/multi30k-en-de-luong-gru.yaml), so about
+# 4,170, on a slower machine than the race's since.
+RECIPE_UPDATES = 4200
 NOTES = {
     "attnmt": (
         "OpenNMT-py's architecture and function: Luong decoder step with input feeding (the GRU reads "
@@ -98,7 +98,7 @@ NOTES = {
         "bidirectional LSTM encoder, Luong LSTM decoder with input feeding, general attention, the "
         "512-wide attentional vector projected to 256 and read by the output layer tied to the target "
         "embeddings, U(-0.1, 0.1), dropout 0.3; Adam lr 2e-3, 200 warmup updates then a cosine decay to "
-        "5e-5 at the recipe's step budget, label smoothing 0.1, batches of at most 1,000 padded tokens. "
+        "5e-5 at the run's last update, label smoothing 0.1, batches of at most 1,000 padded tokens. "
         "On the benchmark's lowercased word tokens (the config's BPE is not "
         "used: every system reads the same tokens)"
     ),
@@ -126,10 +126,18 @@ class Attnmt(PeerSystem):
         self.name = name
         self.own_recipe = name == "attnmt-recipe"
         self.architecture_notes = NOTES[name]
-        if self.own_recipe:  # what the config says now: a race run before it changed is not reused
-            self.architecture_notes += f" Read from the config: {json.dumps(recipe(), sort_keys=True)}"
+        if self.own_recipe:
+            self.fit_schedule(RECIPE_UPDATES)
         self.data_dir = data_dir  # the raw corpus folder, when not $ATTNMT_DATA or the cache
         self.version = _version()
+
+    def fit_schedule(self, updates: int) -> None:
+        super().fit_schedule(updates)
+        # what the config says now, and where the cosine ends: a race run before either changed is not reused
+        self.architecture_notes = (
+            f"{NOTES[self.name]} The cosine ends at update {updates:,}. "
+            f"Read from the config: {json.dumps(recipe(), sort_keys=True)}"
+        )
 
     def model_section(self, setup: Setup) -> dict:
         if self.own_recipe:
@@ -155,7 +163,7 @@ class Attnmt(PeerSystem):
         if self.own_recipe:
             own = recipe()
             config["data"].update(batch_tokens=own["batch_tokens"], max_batch_sentences=None)
-            config["train"].update(own["train"], max_steps=steps or RECIPE_STEPS)
+            config["train"].update(own["train"], max_steps=steps or self.schedule_updates)
         return config
 
     def _setup_config(self, setup: Setup, work: Path, *, steps, max_minutes, save_every) -> dict:

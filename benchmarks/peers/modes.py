@@ -184,10 +184,23 @@ def quality(
         systems[name] = {**system, "runs": list(system["runs"])}
     results = {"options": {**options.__dict__, "seeds": list(options.seeds), "alphas": list(options.alphas)}}
     results["systems"] = systems
+    schedules = {name: system["schedule"] for name, system in systems.items() if "schedule" in system}
+    for system in list(harness.systems):
+        if system.schedule_updates is None:
+            continue
+        if system.name not in schedules:  # fitted once per race: every seed's schedule is the first one's
+            try:
+                schedules[system.name] = fit_schedule(harness, system, options.minutes)
+            except PeerError as error:
+                harness.drop(system, error)
+                continue
+        system.fit_schedule(schedules[system.name]["updates"])
     for seed in options.seeds:
         for system in list(harness.systems):
             header = {"version": system.version, "architecture_notes": system.architecture_notes, "parameters": None}
             entry = systems.setdefault(system.name, {**header, "runs": []})
+            if system.name in schedules:
+                entry["schedule"] = schedules[system.name]
             entry["arithmetic"] = arithmetic(system, harness.setup)
             if any(run["seed"] == seed for run in entry["runs"]):
                 harness.say(f"{system.name}: seed {seed} already raced; kept")
@@ -209,6 +222,40 @@ def quality(
             results["comparisons"] = _comparisons(systems)
             on_run(results)
     return results
+
+
+SCHEDULE_PROBE_UPDATES = 200  # the untimed run that measures a system's pace on the race's machine
+SCHEDULE_PROBE_WARMUP = 20  # its first updates, slower (allocations, caches), left out of the pace
+
+
+def fit_schedule(harness: Harness, system: PeerSystem, minutes: float) -> dict:
+    """The updates `system` makes in a race of `minutes` on this machine, for its schedule to be
+    laid out over: an untimed run of SCHEDULE_PROBE_UPDATES measures the time to the end of its
+    warm-up (start-up included: data, vocabularies, model) and its seconds per update after it,
+    and the rest of the minutes is filled at that pace. Batches are drawn in the race's order, so
+    the pace is of the race's mix of lengths. Recorded with the measurements, so that a reader can
+    check the fit and a resumed race lays every seed's schedule out over the same updates."""
+    harness.say(f"{system.name}: measuring its pace for a {minutes:g}-minute schedule")
+    folder = harness.work / "quality" / system.name / "schedule-probe"
+    _, events = harness.train(system, folder, steps=SCHEDULE_PROBE_UPDATES, max_minutes=None, save_every=NEVER)
+    shutil.rmtree(folder)  # its checkpoint is of no further use
+    pace = schedule_pace(events.steps, events.started, SCHEDULE_PROBE_WARMUP)
+    updates = SCHEDULE_PROBE_WARMUP + int((minutes * 60 - pace["warmup_seconds"]) / pace["seconds_per_update"])
+    if updates < 10 * SCHEDULE_PROBE_WARMUP:
+        raise PeerError(f"{system.name}: only {updates} updates fit {minutes:g} minutes; too few to lay a schedule out")
+    return {"updates": updates, "probe": {**pace, "provenance": provenance()}}
+
+
+def schedule_pace(steps: list[dict], started: float, warmup: int) -> dict:
+    """Seconds from the run's start to the end of update `warmup`, and seconds per update after it."""
+    if len(steps) <= warmup:
+        raise PeerError(f"{len(steps)} optimizer steps recorded; need more than the {warmup} warm-up steps")
+    return {
+        "updates": len(steps),
+        "warmup_updates": warmup,
+        "warmup_seconds": steps[warmup - 1]["time"] - started,
+        "seconds_per_update": (steps[-1]["time"] - steps[warmup - 1]["time"]) / (len(steps) - warmup),
+    }
 
 
 def _comparisons(systems: dict[str, dict]) -> list[dict]:

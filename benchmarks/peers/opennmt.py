@@ -359,40 +359,54 @@ class OpenNMTAdamRecipe(OpenNMTRecipe):
     for RNNs: the quickstart keeps the default SGD at 1.0 with a decay from update 50,000, far
     past what 50 minutes reach, and the `learning_rate` option's help lists a rate per optimizer
     ("adam = 0.001"), for any model. So this recipe trains with Adam at attnmt's recipe's peak
-    rate (ADAM_RECIPE), and fits OpenNMT-py's own step decay to the race: halved from half the
-    updates a 50-minute run makes (ADAM_RECIPE_STEPS), then every tenth of them, so that it is
-    at half the peak at mid-run and near attnmt's floor at the end, as attnmt's cosine is.
-    OpenNMT-py 3.5.1 has no warmup for a step decay (only its noam and rsqrt schedules warm up),
-    so this recipe starts at the peak where attnmt's warms up over 200 updates."""
+    rate, and fits OpenNMT-py's own step decay to the race (`adam_recipe`): halved from half the
+    updates a 50-minute run makes (`schedule_updates`, which the race measures on its machine),
+    then every tenth of them, so that it is at half the peak at mid-run and near attnmt's floor
+    at the end, as attnmt's cosine is. OpenNMT-py 3.5.1 has no warmup for a step decay (only its
+    noam and rsqrt schedules warm up), so this recipe starts at the peak where attnmt's warms up
+    over 200 updates."""
 
     name = "opennmt-py-adam-recipe"
-    architecture_notes = (
-        "OpenNMT-py 3.5.1 with its documentation's default model and the optimizer a 50-minute race "
-        f"calls for: {RECIPE_MODEL_NOTES}; param_init 0.1; Adam (0.9, 0.999), learning rate 2e-3 "
-        "(attnmt's recipe's peak; OpenNMT-py's documentation recommends no optimizer for RNNs), "
-        "halved at update 1,500 and every 300 updates after (learning_rate_decay 0.5, "
-        "start_decay_steps 1500, decay_steps 300: fitted to the about 3,000 updates of a 50-minute "
-        f"run; no warmup), max_grad_norm 5; {RECIPE_BATCH_NOTES}"
-    )
+
+    def __init__(self) -> None:
+        self.fit_schedule(ADAM_RECIPE_UPDATES)
+
+    def fit_schedule(self, updates: int) -> None:
+        super().fit_schedule(updates)
+        schedule = adam_recipe(updates)
+        self.architecture_notes = (
+            "OpenNMT-py 3.5.1 with its documentation's default model and the optimizer a 50-minute race "
+            f"calls for: {RECIPE_MODEL_NOTES}; param_init 0.1; Adam (0.9, 0.999), learning rate 2e-3 "
+            "(attnmt's recipe's peak; OpenNMT-py's documentation recommends no optimizer for RNNs), "
+            f"halved at update {schedule['start_decay_steps']:,} and every {schedule['decay_steps']:,} "
+            f"updates after (learning_rate_decay 0.5: fitted to the {updates:,} updates of a 50-minute "
+            f"run; no warmup), max_grad_norm 5; {RECIPE_BATCH_NOTES}"
+        )
 
     def train_options(self, setup: Setup, work: Path) -> dict:
-        return {**super().train_options(setup, work), **ADAM_RECIPE}
+        assert self.schedule_updates is not None  # set from the start, by __init__
+        return {**super().train_options(setup, work), **adam_recipe(self.schedule_updates)}
 
 
-# The updates OpenNMT-py's recipe makes in 50 minutes on 2 CPU cores: 3,088 in the race of own
-# recipes (SGD; Adam's two moment buffers add little to an update of this model). Rounded down,
-# so that the last halving falls inside the run.
-ADAM_RECIPE_STEPS = 3000
-ADAM_RECIPE = {
-    "optim": "adam",
-    "adam_beta1": 0.9,
-    "adam_beta2": 0.999,
-    "learning_rate": 2e-3,
-    "learning_rate_decay": 0.5,
-    "start_decay_steps": ADAM_RECIPE_STEPS // 2,
-    "decay_steps": ADAM_RECIPE_STEPS // 10,
-    "decay_method": "none",
-}
+# The updates the Adam recipe's decay is laid out over until a race fits it to its machine:
+# OpenNMT-py's recipe made 3,088 in 50 minutes in the race of own recipes (SGD; Adam's two moment
+# buffers add little to an update of this model), on a slower machine than the race's since.
+ADAM_RECIPE_UPDATES = 3000
+
+
+def adam_recipe(updates: int) -> dict:
+    """The Adam recipe's optimizer and schedule for a run of `updates` updates: the peak until
+    half of them, then halved every tenth of them, so that the last halving falls inside the run."""
+    return {
+        "optim": "adam",
+        "adam_beta1": 0.9,
+        "adam_beta2": 0.999,
+        "learning_rate": 2e-3,
+        "learning_rate_decay": 0.5,
+        "start_decay_steps": updates // 2,
+        "decay_steps": updates // 10,
+        "decay_method": "none",
+    }
 
 
 def _data_options(setup: Setup, work: Path) -> dict:

@@ -97,6 +97,15 @@ class PeerSystem(ABC):
     # Whether it trains its own recipe (its own sizes, optimizer, schedule and batches) instead of
     # the Setup's: such systems race each other, never the Setup's systems (`modes.quality`).
     own_recipe: bool = False
+    # The updates its learning-rate schedule decays over, where it decays to a floor at a set
+    # update (None: a schedule that does not depend on the run's length). A quality race fits it
+    # to its minutes on the machine it runs on (`modes.fit_schedule`) and records what it fitted;
+    # the architecture notes name it, so that a run of another fit is not reused.
+    schedule_updates: int | None = None
+
+    def fit_schedule(self, updates: int) -> None:
+        """Lay the learning-rate schedule out over `updates` updates (a system with `schedule_updates` only)."""
+        self.schedule_updates = updates
 
     def tuning_search(self, alpha: float) -> dict | None:
         """The beam search whose length penalty `modes.stopping` chooses on valid, at `alpha`, as
