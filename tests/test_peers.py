@@ -41,7 +41,14 @@ from benchmarks.peers.modes import (
     stopping,
 )
 from benchmarks.peers.opennmt import RECIPE, OpenNMT, OpenNMTAdamRecipe, adam_recipe
-from benchmarks.peers.report import bootstrap_rows, quality_curves, quality_rows, save_figure, stopping_rows
+from benchmarks.peers.report import (
+    bootstrap_rows,
+    equal_updates_rows,
+    quality_curves,
+    quality_rows,
+    save_figure,
+    stopping_rows,
+)
 from benchmarks.peers.system import PROBES, Command, PeerError, PeerSystem, Setup, run_pip
 from tests.data_helpers import SHARED_DATA, needs_multi30k
 from tests.peer_helpers import TINY, installed_peer, write_tiny_task
@@ -282,6 +289,25 @@ def test_quality_mode_races_every_seed_and_keeps_finished_runs(setup, tmp_path):
     system.architecture_notes = "another model under the same name"
     quality(harness, QualityOptions(minutes=0.1, save_every=1, seeds=(3,)))
     assert system.seeds == [1, 2, 3, 3]  # the folder's run is of another architecture: trained again
+
+
+def test_the_curves_at_equal_updates_average_the_second_half_of_the_checkpoints_every_run_reached():
+    def run(seed, updates, scores):
+        return {"seed": seed, "updates": updates, "curve": [{"step": s, "valid_bleu_tok_lc": b} for s, b in scores]}
+
+    race = {
+        "systems": {
+            "fast": {"version": "1", "runs": [run(1, 1100, [(250, 9), (500, 10), (750, 14), (1000, 20), (1100, 30)])]},
+            "slow": {"version": "2", "runs": [run(1, 800, [(250, 1), (500, 12), (750, 13), (800, 7)])]},
+        }
+    }
+    header, rows = equal_updates_rows(race)
+    # every run has 250, 500 and 750; the second half of those: 500 and 750
+    assert header[2] == "mean valid BLEU, updates 500-750"
+    assert rows == [
+        ["fast 1", "1", "12.00", "10.00-14.00", "350", "25.00"],
+        ["slow 2", "1", "12.50", "12.00-13.00", "50", "7.00"],
+    ]
 
 
 class Ranker(StandIn):

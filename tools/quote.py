@@ -54,7 +54,14 @@ from benchmarks.engines import engine_rows
 from benchmarks.gpu import gpu_rows
 from benchmarks.large_file import large_file_rows
 from benchmarks.pareto import pareto_rows
-from benchmarks.peers.report import bootstrap_rows, quality_rows, same_weights_rows, speed_rows, stopping_rows
+from benchmarks.peers.report import (
+    bootstrap_rows,
+    equal_updates_rows,
+    quality_rows,
+    same_weights_rows,
+    speed_rows,
+    stopping_rows,
+)
 from benchmarks.report import headlines, markdown_table, tables
 from benchmarks.scale import scale_rows
 from benchmarks.serving import serving_rows
@@ -201,6 +208,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "peers-speed": lambda results: markdown_table(*speed_rows(results)),
     "peers-quality": lambda results: markdown_table(*quality_rows(results)),
     "peers-bootstrap": lambda results: markdown_table(*bootstrap_rows(results)),
+    "peers-equal-updates": lambda results: markdown_table(*equal_updates_rows(results)),
     "peers-stopping": lambda results: markdown_table(*stopping_rows(results)),
     "peers-same-weights": lambda results: markdown_table(*same_weights_rows(results)),
     "adaptation": lambda results: markdown_table(*adaptation_rows(results)),

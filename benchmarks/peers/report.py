@@ -145,6 +145,30 @@ def bootstrap_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def equal_updates_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """A race's validation curves at equal updates: one row per system and seed, with the mean
+    greedy validation BLEU over the checkpoints of the second half of the updates every run
+    reached (the steps all curves share, above half the last of them), their lowest and highest,
+    and the mean over the run's checkpoints past that range: what its extra updates bought."""
+    runs = [(name, run) for name, system in results["systems"].items() for run in system.get("runs", [])]
+    shared = set.intersection(*({point["step"] for point in run["curve"]} for _, run in runs)) if runs else set()
+    last = max(shared, default=0)
+    window = [step for step in sorted(shared) if step > last / 2]
+    span = f"{window[0]:,}-{last:,}" if window else "-"
+    header = ["system", "seed", f"mean valid BLEU, updates {span}", "lowest-highest there", "updates past it"]
+    header.append("mean valid BLEU past it")
+    rows = []
+    for name, run in runs:
+        at = {point["step"]: point["valid_bleu_tok_lc"] for point in run["curve"]}
+        inside = [at[step] for step in window]
+        past = [score for step, score in at.items() if step > last]
+        row = [f"{name} {results['systems'][name]['version']}", str(run["seed"])]
+        row += [f"{sum(inside) / len(inside):.2f}", f"{min(inside):.2f}-{max(inside):.2f}"] if inside else ["-", "-"]
+        row += [f"{run['updates'] - last:,}", f"{sum(past) / len(past):.2f}" if past else "-"]
+        rows.append(row)
+    return header, rows
+
+
 def quality_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     """The quality table: a race with seeds (`race_rows`), or one run per system as earlier
     versions of the benchmark wrote it."""
