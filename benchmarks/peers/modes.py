@@ -190,7 +190,7 @@ def quality(
             continue
         if system.name not in schedules:  # fitted once per race: every seed's schedule is the first one's
             try:
-                schedules[system.name] = fit_schedule(harness, system, options.minutes)
+                schedules[system.name] = schedule_for(harness, system, options.minutes)
             except PeerError as error:
                 harness.drop(system, error)
                 continue
@@ -228,7 +228,7 @@ SCHEDULE_PROBE_UPDATES = 200  # the untimed run that measures a system's pace on
 SCHEDULE_PROBE_WARMUP = 20  # its first updates, slower (allocations, caches), left out of the pace
 
 
-def fit_schedule(harness: Harness, system: PeerSystem, minutes: float) -> dict:
+def schedule_for(harness: Harness, system: PeerSystem, minutes: float) -> dict:
     """The updates `system` makes in a race of `minutes` on this machine, for its schedule to be
     laid out over: an untimed run of SCHEDULE_PROBE_UPDATES measures the time to the end of its
     warm-up (start-up included: data, vocabularies, model) and its seconds per update after it,

@@ -99,7 +99,7 @@ class PeerSystem(ABC):
     own_recipe: bool = False
     # The updates its learning-rate schedule decays over, where it decays to a floor at a set
     # update (None: a schedule that does not depend on the run's length). A quality race fits it
-    # to its minutes on the machine it runs on (`modes.fit_schedule`) and records what it fitted;
+    # to its minutes on the machine it runs on (`modes.schedule_for`) and records what it fitted;
     # the architecture notes name it, so that a run of another fit is not reused.
     schedule_updates: int | None = None
 
