@@ -743,6 +743,11 @@ def test_a_race_fits_a_schedule_to_its_minutes_once_and_keeps_the_fit_when_resum
     longer = quality(harness, QualityOptions(minutes=0.5, save_every=1, seeds=(1, 2, 3)), finished)
     assert again.seeds == [3] and longer["systems"]["scheduled"]["schedule"] == fit
 
+    race["systems"]["scheduled"]["schedule"] = {"updates": "many"}  # a hand-edited file: one line, not a traceback
+    results.write_text(json.dumps({"mode": "quality", "setup": {}, **race}), encoding="utf-8")
+    with pytest.raises(UserError, match=r"race.json: systems.scheduled.schedule.updates: expected a positive count"):
+        peers_cli.finished_runs(results, {"setup": {}}, options, [Scheduled()])
+
 
 BAD_COUNTS = [
     ["speed", "--repeats", "0"],

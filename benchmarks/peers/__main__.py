@@ -120,7 +120,10 @@ def finished_runs(path: Path, results: dict, options: QualityOptions, systems: S
         if entry is None:
             continue
         if system.schedule_updates is not None and "schedule" in entry:
-            system.fit_schedule(entry["schedule"]["updates"])
+            updates = entry["schedule"].get("updates") if isinstance(entry["schedule"], dict) else None
+            if not isinstance(updates, int) or updates < 1:
+                raise UserError(f"{path}: systems.{system.name}.schedule.updates: expected a positive count of updates")
+            system.fit_schedule(updates)
         if entry.get("architecture_notes") != system.architecture_notes:
             differs.append(f"architecture of {system.name}")
     if differs:

@@ -248,13 +248,12 @@ def schedule_for(harness: Harness, system: PeerSystem, minutes: float) -> dict:
 
 def schedule_pace(steps: list[dict], started: float, warmup: int) -> dict:
     """Seconds from the run's start to the end of update `warmup`, and seconds per update after it."""
-    if len(steps) <= warmup:
-        raise PeerError(f"{len(steps)} optimizer steps recorded; need more than the {warmup} warm-up steps")
+    after = training_speed(steps, warmup)  # the same updates the speed mode times
     return {
         "updates": len(steps),
         "warmup_updates": warmup,
         "warmup_seconds": steps[warmup - 1]["time"] - started,
-        "seconds_per_update": (steps[-1]["time"] - steps[warmup - 1]["time"]) / (len(steps) - warmup),
+        "seconds_per_update": after["seconds"] / after["steps"],
     }
 
 
