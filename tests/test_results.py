@@ -187,6 +187,13 @@ def test_a_row_added_under_a_quoted_table_is_a_difference(tmp_path):
         requote(f"{marker}\n{table}\nText right under the table.\n", "doc.md")
 
 
+def test_a_table_quoted_from_a_file_without_its_fields_is_one_clear_line():
+    marker = "<!-- results: docs/results/serving.json peers-equal-updates -->"
+    message = r"doc.md:3: docs/results/serving.json: the table 'peers-equal-updates' reads a field this file lacks"
+    with pytest.raises(ValueError, match=message + r" \(KeyError\('systems'\)\)"):
+        requote(f"Text.\n\n{marker}\n| old |\n\nAfter.\n", "doc.md")
+
+
 SERVING = "docs/results/serving.json"
 KERNELS = "benchmarks/results/kernels-cpu.json"
 

@@ -255,7 +255,10 @@ def render(path: str, table: str) -> list[str]:
     """The lines of `table` rendered from the results file `path` (relative to the repository)."""
     if table not in RENDERERS:
         raise ValueError(f"unknown table {table!r}; known: {', '.join(RENDERERS)}")
-    return RENDERERS[table](_source(path))
+    try:
+        return RENDERERS[table](_source(path))
+    except (KeyError, IndexError, TypeError) as error:  # a results file older than the table it is quoted in
+        raise ValueError(f"{path}: the table {table!r} reads a field this file lacks ({error!r})") from None
 
 
 END_MARKER = "<!-- end results -->"
@@ -400,7 +403,10 @@ def requote(text: str, name: str = "<text>") -> str:
         match = MARKER.fullmatch(lines[index].strip())
         index += 1
         if match:
-            out += render(match[1], match[2])
+            try:
+                out += render(match[1], match[2])
+            except ValueError as error:
+                raise ValueError(f"{name}:{index}: {error}") from None
             index += _quoted_length(lines, index)
             if index < len(lines) and lines[index].strip() not in ("", END_MARKER):
                 raise ValueError(f"{name}:{index + 1}: a quoted block ends with a blank line or {END_MARKER}")
