@@ -128,8 +128,10 @@ class TokenBatchSampler:
 
     Training order: shuffle all examples, cut them into pools of about `pool_batches`
     batches (None: one pool), sort each pool by length (so batches hold similar lengths and little padding),
-    cut pools into batches, then shuffle the batches. Evaluation order (shuffle=False): sort
-    everything by length; callers restore the input order through `Batch.indices`.
+    cut pools into batches, then shuffle the batches. With `fixed`, the examples are not shuffled
+    first: the pools follow the corpus order, so every epoch has the same batches and only their
+    order changes (OpenNMT-py batches so). Evaluation order (shuffle=False): sort everything by
+    length; callers restore the input order through `Batch.indices`.
 
     No batch exceeds `batch_tokens`, so a step's memory stays bounded: a pair longer than the
     budget on its own is left out of every batch and listed in `over_budget`.
@@ -149,6 +151,7 @@ class TokenBatchSampler:
         max_sentences: int | None = None,
         pool_batches: int | None = 100,
         shuffle: bool = True,
+        fixed: bool = False,
         seed: int = 0,
     ) -> None:
         if len(src_lengths) != len(tgt_lengths):
@@ -160,6 +163,7 @@ class TokenBatchSampler:
         self.max_sentences = max_sentences or len(self.src_lengths) or 1
         self.pool_batches = pool_batches
         self.shuffle = shuffle
+        self.fixed = fixed
         self.seed = seed
         self.over_budget: list[int] = np.flatnonzero(self.padded > batch_tokens).tolist()
 
@@ -188,14 +192,17 @@ class TokenBatchSampler:
         if not self.shuffle:
             return self._cut(self._sorted(kept))
         rng = random.Random(self.seed * 1_000_003 + epoch)
-        order = kept.tolist()
-        rng.shuffle(order)
-        shuffled = np.asarray(order, dtype=np.int64)
-        del order
+        if self.fixed:
+            pooled = kept  # the corpus order, the same every epoch
+        else:
+            order = kept.tolist()
+            rng.shuffle(order)
+            pooled = np.asarray(order, dtype=np.int64)
+            del order
         pool_size = self._pool_size(kept)
         batches: list[np.ndarray] = []
-        for start in range(0, len(shuffled), pool_size):
-            batches += self._cut(self._sorted(shuffled[start : start + pool_size]))
+        for start in range(0, len(pooled), pool_size):
+            batches += self._cut(self._sorted(pooled[start : start + pool_size]))
         rng.shuffle(batches)
         return batches
 
@@ -273,6 +280,7 @@ def batch_sampler(encoded: EncodedSplit, cfg: DataConfig, *, shuffle: bool, seed
         max_sentences=cfg.max_batch_sentences,
         pool_batches=cfg.bucket_pool_batches,
         shuffle=shuffle,
+        fixed=cfg.fixed_batches,
         seed=seed,
     )
 

@@ -53,7 +53,14 @@ from attnmt.vocab import Vocab
 FORMAT, VERSION = "attnmt-prepared", 1
 MANIFEST, HELD_OUT_FILE = "manifest.json", "held_out.json"
 # Settings that only batch (or mix) the data: the same prepared data serves every value of them.
-BATCHING_SETTINGS = ("batch_tokens", "max_batch_sentences", "bucket_pool_batches", "data_dir", "mix_previous")
+BATCHING_SETTINGS = (
+    "batch_tokens",
+    "max_batch_sentences",
+    "bucket_pool_batches",
+    "fixed_batches",
+    "data_dir",
+    "mix_previous",
+)
 CHUNK_PAIRS = 20_000
 # Below this many pairs, worker processes cost more to start than they save.
 PARALLEL_FROM_PAIRS = 100_000

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnmt.config import DataConfig
-from attnmt.data import DataBundle, EncodedSplit, TokenBatchSampler
+from attnmt.data import DataBundle, EncodedSplit, batch_sampler
 from attnmt.vocab import UNK
 
 
@@ -62,14 +62,7 @@ def padding_ratio(
 def batching_summary(cfg: DataConfig, split: EncodedSplit, seed: int) -> dict[str, float]:
     """Bucketed batches versus random batches of the same sizes (what the tutorials do)."""
     src_lengths, tgt_lengths = split.src_lengths, split.tgt_lengths
-    sampler = TokenBatchSampler(
-        src_lengths,
-        tgt_lengths,
-        batch_tokens=cfg.batch_tokens,
-        max_sentences=cfg.max_batch_sentences,
-        pool_batches=cfg.bucket_pool_batches,
-        seed=seed,
-    )
+    sampler = batch_sampler(split, cfg, shuffle=True, seed=seed)
     bucketed = sampler.batches(epoch=0)
     order = list(range(len(src_lengths)))
     random.Random(seed).shuffle(order)

@@ -24,10 +24,11 @@ def make_sampler(pairs, **kwargs):
 @given(
     st.lists(st.tuples(st.integers(1, 250), st.integers(1, 250)), min_size=1, max_size=300),
     st.booleans(),
+    st.booleans(),
     st.integers(0, 3),
 )
-def test_each_example_once_and_no_batch_over_the_budget(pairs, shuffle, epoch):
-    sampler, src_lengths, tgt_lengths = make_sampler(pairs, shuffle=shuffle, max_sentences=16)
+def test_each_example_once_and_no_batch_over_the_budget(pairs, shuffle, fixed, epoch):
+    sampler, src_lengths, tgt_lengths = make_sampler(pairs, shuffle=shuffle, fixed=fixed, max_sentences=16)
     batches = sampler.batches(epoch)
     batched = list(itertools.chain.from_iterable(batches))
     assert sorted(batched + sampler.over_budget) == list(range(len(pairs)))
@@ -46,6 +47,26 @@ def test_order_is_a_function_of_seed_and_epoch():
     assert sampler.batches(0) != sampler.batches(1)
     other_seed, _, _ = make_sampler(pairs, seed=8)
     assert other_seed.batches(0) != sampler.batches(0)
+
+
+def compositions(batches):
+    return sorted(tuple(sorted(batch)) for batch in batches)
+
+
+def test_fixed_batches_hold_the_same_pairs_every_epoch_and_only_their_order_changes():
+    rng = random.Random(2)
+    pairs = [(rng.randint(1, 30), rng.randint(1, 30)) for _ in range(2000)]
+    # 10 pairs a batch (the token budget never binds), so a pool of 4 batches is 40 pairs
+    fixed, _, _ = make_sampler(pairs, batch_tokens=100_000, max_sentences=10, fixed=True)
+    reshuffled, _, _ = make_sampler(pairs, batch_tokens=100_000, max_sentences=10)
+    epochs = [fixed.batches(epoch) for epoch in range(3)]
+    assert compositions(epochs[0]) == compositions(epochs[1]) == compositions(epochs[2])
+    assert epochs[0] != epochs[1]
+    assert all(len({index // 40 for index in batch}) == 1 for batch in epochs[0])  # pools in corpus order
+    assert compositions(reshuffled.batches(0)) != compositions(reshuffled.batches(1))
+    one_pool, _, _ = make_sampler(pairs, pool_batches=None, fixed=True)
+    evaluation, _, _ = make_sampler(pairs, pool_batches=None, shuffle=False)
+    assert compositions(one_pool.batches(5)) == compositions(evaluation.batches())
 
 
 def test_resuming_continues_the_same_stream():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import json
 import os
 import signal
@@ -26,7 +27,7 @@ from attnmt.config import TrainConfig
 from attnmt.runlog import read_metrics
 from attnmt.sweep.report import end_train_loss, report
 from attnmt.sweep.run import run_sweep
-from attnmt.sweep.spec import load_plan
+from attnmt.sweep.spec import SET_BY_SWEEP, flatten, load_plan
 from attnmt.sweep.store import Store, default_url
 from attnmt.utils import UserError
 from tests.run_helpers import is_score
@@ -130,6 +131,16 @@ def test_a_point_shared_by_experiments_is_one_trial(tmp_path):
     assert base.config.model.attention == "dot" and base.config.train.seed == 1
     hidden = plan.layout["experiments"]["hidden"]["points"]
     assert [point["label"] for point in hidden] == ["small", "decoder_hidden=32"]
+
+
+def test_a_setting_added_later_keeps_the_keys_of_trials_that_leave_it_as_before(tmp_path):
+    """A sweep begun before `data.fixed_batches` existed hashed configs without it: those trials,
+    at its earlier behaviour, keep their keys, and a trial that sets it is another trial."""
+    plan = load_plan(write_sweep(tmp_path, {"batches": {"grid": {"data.fixed_batches": [False, True]}}}))
+    as_before, fixed = (next(t for t in plan.grid if t.config.data.fixed_batches is v) for v in (False, True))
+    earlier = {k: v for k, v in flatten(as_before.config).items() if k not in (*SET_BY_SWEEP, "data.fixed_batches")}
+    assert as_before.key == hashlib.sha1(json.dumps(earlier, sort_keys=True).encode()).hexdigest()[:12]
+    assert fixed.key != as_before.key
 
 
 def test_the_report_tables_and_plots_come_from_the_stored_study(grid_2x2, tmp_path, capsys, monkeypatch):

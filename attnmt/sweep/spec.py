@@ -44,6 +44,11 @@ from attnmt.config import Config, ConfigError, read_yaml, validate
 
 # Set by the sweep itself: the trial's folder, and the worker's share of the CPU (--threads).
 SET_BY_SWEEP = ("train.run_dir", "train.threads")
+# Settings added to the config after sweeps were first keyed, with the value that means "as before".
+# At that value a setting stays out of a trial's key, so a sweep begun by an earlier version keeps
+# its trials' identities and is resumed, not trained again. The value is frozen here rather than
+# read from the config's defaults: a default that changes later must change the keys it affects.
+ADDED_SETTINGS: dict[str, Any] = {"data.fixed_batches": False}
 Scalar = str | int | float | bool | None
 
 
@@ -177,10 +182,14 @@ def check_key(dotted: Any) -> str | None:
 
 
 def config_key(config: Config) -> str:
-    """The identity of a trial: a hash of its resolved config without where it runs."""
+    """The identity of a trial: a hash of its resolved config without where it runs (and without
+    a setting of `ADDED_SETTINGS` at its earlier behaviour)."""
     flat = flatten(config)
     for key in SET_BY_SWEEP:
         flat.pop(key)
+    for key, earlier in ADDED_SETTINGS.items():
+        if flat[key] == earlier:
+            del flat[key]
     return hashlib.sha1(json.dumps(flat, sort_keys=True).encode()).hexdigest()[:12]
 
 
