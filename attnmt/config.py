@@ -106,12 +106,7 @@ class DataConfig(_Section):
         ge=1,
         description="batches per pool sorted by length before shuffling (null: one pool, the whole training set)",
     )
-    fixed_batches: bool = Field(
-        False,
-        description="every epoch has the same batches, only in a new order: pools follow the corpus order "
-        "instead of a fresh shuffle (OpenNMT-py batches so). false: pairs of equal lengths meet in new "
-        "batches each epoch",
-    )
+    fixed_batches: bool = Field(False, description="the same batches every epoch, reordered (OpenNMT-py's batching)")
     synthetic_size: int = Field(20000, ge=10, description="training examples for synthetic tasks")
     synthetic_max_len: int = Field(10, ge=2, description="maximum sequence length for synthetic tasks")
 
