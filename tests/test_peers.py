@@ -310,6 +310,36 @@ def test_the_curves_at_equal_updates_average_the_second_half_of_the_checkpoints_
     ]
 
 
+def test_a_race_whose_seeds_ran_at_other_commits_names_each_commit_where_its_runs_are_shown():
+    def run(seed, commit):
+        curve = [{"step": 250, "valid_bleu_tok_lc": 10.0, "minutes": 1.0}]
+        return {"seed": seed, "updates": 250, "curve": curve, "provenance": {"git_commit": commit + "0" * 33}}
+
+    summary = {"median": 1.0, "min": 1.0, "max": 1.0}
+    searches = {"beam1": summary, "beam5": summary}
+    system = {"parameters": 1e6, "arithmetic": {"forward_flops_per_target_token": 1e6}}
+    system |= {"summary": {"seeds": [1, 2], "updates": summary, "best_valid_bleu_tok_lc": summary}}
+    system["summary"] |= {"test2016": searches}
+    race = {
+        "systems": {
+            "attnmt": system | {"version": "0.1.0+aaaaaaa", "runs": [run(1, "aaaaaaa"), run(2, "bbbbbbb")]},
+            "same": system | {"version": "0.1.0+ccccccc-dirty", "runs": [run(1, "ccccccc"), run(2, "ccccccc")]},
+            "peer": system | {"version": "3.5.1", "runs": [run(1, "aaaaaaa"), run(2, "bbbbbbb")]},
+        }
+    }
+    assert [row[0] for row in quality_rows(race)[1]] == [
+        "attnmt 0.1.0+aaaaaaa/bbbbbbb",
+        "same 0.1.0+ccccccc-dirty",
+        "peer 3.5.1",
+    ]
+    assert [row[0] for row in equal_updates_rows(race)[1][:2]] == ["attnmt 0.1.0+aaaaaaa", "attnmt 0.1.0+bbbbbbb"]
+    labels = [line.get_label() for line in quality_curves(race).axes[0].lines]
+    assert (
+        labels[:2] == ["attnmt 0.1.0+aaaaaaa, seed 1", "attnmt 0.1.0+bbbbbbb, seed 2"]
+        and labels[-1] == "peer 3.5.1, seed 2"
+    )
+
+
 class Ranker(StandIn):
     """A stand-in whose search takes length penalties: under `avg`, or `wu` below alpha
     `long_from`, its outputs lose their last word (short); otherwise they are the reference."""

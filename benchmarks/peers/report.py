@@ -19,6 +19,19 @@ def format_spread(summary: dict, digits: int = 0) -> str:
     return f"{fmt.format(summary['median'])} ({low}-{high})"
 
 
+def system_label(name: str, system: dict, runs: list[dict] | None = None) -> str:
+    """'name version'. attnmt's version names the commit it was measured at (0.1.0+349a784), the
+    first run's; a race whose seeds ran at other commits names each of the `runs` given (default
+    all) in seed order, so a row or a curve never credits one commit with another's run."""
+    version = system["version"]
+    base, plus, first = version.partition("+")
+    runs = system.get("runs", []) if runs is None else runs
+    commits = [run["provenance"]["git_commit"][:7] for run in runs if "provenance" in run]
+    if plus and commits and commits != [first[:7]] * len(commits):
+        version = f"{base}+{'/'.join(dict.fromkeys(commits))}"
+    return f"{name} {version}"
+
+
 def machine_line(results: dict) -> str:
     machine = results["machine"]
     return (
@@ -100,7 +113,7 @@ def race_rows(results: dict) -> tuple[list[str], list[list[str]]]:
         summary = system["summary"]
         beam = _plain_beam(summary["test2016"])
         row = [
-            f"{name} {system['version']}",
+            system_label(name, system),
             f"{system['parameters'] / 1e6:.2f}M",
             f"{system['arithmetic']['forward_flops_per_target_token'] / 1e6:.1f}",
             ", ".join(str(seed) for seed in summary["seeds"]),
@@ -162,7 +175,7 @@ def equal_updates_rows(results: dict) -> tuple[list[str], list[list[str]]]:
         at = {point["step"]: point["valid_bleu_tok_lc"] for point in run["curve"]}
         inside = [at[step] for step in window]
         past = [score for step, score in at.items() if step > last]
-        row = [f"{name} {results['systems'][name]['version']}", str(run["seed"])]
+        row = [system_label(name, results["systems"][name], [run]), str(run["seed"])]
         row += [f"{sum(inside) / len(inside):.2f}", f"{min(inside):.2f}-{max(inside):.2f}"] if inside else ["-", "-"]
         row += [f"{run['updates'] - last:,}", f"{sum(past) / len(past):.2f}" if past else "-"]
         rows.append(row)
@@ -212,7 +225,7 @@ def quality_curves(results: dict) -> Figure:
             minutes = [point["minutes"] for point in run["curve"]]
             scores = [point["valid_bleu_tok_lc"] for point in run["curve"]]
             seed = f", seed {run['seed']}" if "seed" in run else ""
-            axes.plot(minutes, scores, marker="o", markersize=3, label=f"{name} {system['version']}{seed}")
+            axes.plot(minutes, scores, marker="o", markersize=3, label=f"{system_label(name, system, [run])}{seed}")
     axes.set_xlabel("minutes of training (2 CPU threads)")
     axes.set_ylabel("validation BLEU (tok, lc), greedy")
     axes.set_title("Multi30k en-de: quality per CPU minute")
