@@ -15,7 +15,7 @@ def _trial(point: str, seed: int, bleu: float, ratio: float, tokenized: float | 
         "seed": seed,
         "steps": 4600,
         "valid_beam": valid_beam,
-        "validation": [{"valid_bleu": bleu - 1}],
+        "validation": [{"step": 250 * (i + 1), "valid_bleu": bleu - 4 + i} for i in range(4)],
     }
 
 
@@ -34,6 +34,18 @@ def test_seeds_of_one_config_are_one_point_measured_against_the_baseline():
     table = screen_table(rows)
     assert "length ratio, tokens" in table[0]
     assert "| 0.960 (0.950-0.970) |" in table[3]
+    # validations at 250-1,000: the second half is 750 and 1,000, one and zero below the beam's BLEU
+    assert baseline["valid_greedy_bleu_last"]["values"] == [36.0 - 1, 37.0 - 1]
+    assert baseline["valid_greedy_bleu_second_half"]["values"] == [36.0 - 1.5, 37.0 - 1.5]
+    assert table[0].endswith("| greedy valid BLEU, second half's mean |") and table[3].endswith(
+        "| 35.00 (34.50-35.50) |"
+    )
+
+
+def test_a_screen_written_before_the_second_half_mean_renders_without_its_column():
+    (row,) = points([_trial("baseline", 1, 36.0, 1.02, 0.95)])
+    del row["valid_greedy_bleu_second_half"]
+    assert "second half" not in screen_table([row])[0]
 
 
 def test_the_tokenized_ratio_is_left_out_where_a_seed_lacks_it():

@@ -9,10 +9,12 @@ evaluation.json from `attnmt evaluate TRIAL --split valid --beam 5`). The named 
 trials are grouped into points (the same config but for the seed, so one point may span two
 sweeps, one per seed) and each point gets the median and range of its seeds' figures: beam
 BLEU, chrF and hypothesis/reference length on the whole valid split, the in-training greedy
-validation BLEU at the last step, the difference from the point named `baseline`, and, where
-the screen averaged each trial's last checkpoints (AVERAGE_LAST), the average's beam BLEU. Every
-trial keeps what it recorded: its command, machine, and the code's commit and dirty paths when
-it started and ended. The test split is not read here; the decision is the valid split's.
+validation BLEU at the last step and its mean over the run's second half (learning per update,
+read over many validations, since one swings by a point from the next), the difference from the
+point named `baseline`, and, where the screen averaged each trial's last checkpoints
+(AVERAGE_LAST), the average's beam BLEU. Every trial keeps what it recorded: its command,
+machine, and the code's commit and dirty paths when it started and ended. The test split is not
+read here; the decision is the valid split's.
 """
 
 from __future__ import annotations
@@ -78,6 +80,13 @@ def _tokenized_ratio(scored: list[dict]) -> dict:
     return {} if None in ratios else {"valid_beam_tokenized_length_ratio": _spread(ratios)}
 
 
+def second_half_mean(validation: list[dict]) -> float:
+    """The mean greedy validation BLEU over the validations past half the run's last one."""
+    last = validation[-1]["step"]
+    scores = [row["valid_bleu"] for row in validation if row["step"] > last / 2]
+    return sum(scores) / len(scores)
+
+
 def points(trials: list[dict]) -> list[dict]:
     """Trials with the same config but for the seed, as one point with its seeds' spread."""
     grouped: dict[str, list[dict]] = {}
@@ -98,6 +107,7 @@ def points(trials: list[dict]) -> list[dict]:
                 "valid_beam_length_ratio": _spread([t["valid_beam"]["length_ratio"] for t in scored]),
                 **_tokenized_ratio(scored),
                 "valid_greedy_bleu_last": _spread([t["validation"][-1]["valid_bleu"] for t in scored]),
+                "valid_greedy_bleu_second_half": _spread([second_half_mean(t["validation"]) for t in scored]),
             }
         )
         averaged = [t["valid_beam_averaged"]["bleu"] for t in scored if "valid_beam_averaged" in t]
@@ -121,6 +131,8 @@ def screen_table(rows: list[dict]) -> list[str]:
     headers = ["point", "seeds", "updates", "valid BLEU, beam", "vs baseline", "length ratio", "chrF"]
     averaged = any("valid_beam_averaged_bleu" in row for row in rows)
     tokenized = all("valid_beam_tokenized_length_ratio" in row for row in rows) and bool(rows)
+    # screens written before the second half's mean was recorded lack it
+    second_half = all("valid_greedy_bleu_second_half" in row for row in rows) and bool(rows)
     body = [
         [
             row["point"],
@@ -131,12 +143,14 @@ def screen_table(rows: list[dict]) -> list[str]:
             _cell(row["valid_beam_length_ratio"], 3),
             *([_cell(row["valid_beam_tokenized_length_ratio"], 3)] if tokenized else []),
             _cell(row["valid_beam_chrf"], 2),
+            *([_cell(row["valid_greedy_bleu_second_half"], 2)] if second_half else []),
             *([_cell(row["valid_beam_averaged_bleu"], 2) if "valid_beam_averaged_bleu" in row else "-"] * averaged),
         ]
         for row in rows
     ]
     if tokenized:
         headers.insert(headers.index("length ratio") + 1, "length ratio, tokens")
+    headers += ["greedy valid BLEU, second half's mean"] if second_half else []
     return markdown_table([*headers, *["last checkpoints averaged"] * averaged], body)
 
 
