@@ -15,7 +15,7 @@ def _trial(point: str, seed: int, bleu: float, ratio: float, tokenized: float | 
         "seed": seed,
         "steps": 4600,
         "valid_beam": valid_beam,
-        "validation": [{"step": 250 * (i + 1), "valid_bleu": bleu - 4 + i} for i in range(4)],
+        "validation": [{"step": 250 * (i + 1), "valid_bleu": bleu - 4 + i, "valid_loss": 4.0 - i} for i in range(4)],
     }
 
 
@@ -37,6 +37,7 @@ def test_seeds_of_one_config_are_one_point_measured_against_the_baseline():
     # validations at 250-1,000: the second half is 750 and 1,000, one and zero below the beam's BLEU
     assert baseline["valid_greedy_bleu_last"]["values"] == [36.0 - 1, 37.0 - 1]
     assert baseline["valid_greedy_bleu_second_half"]["values"] == [36.0 - 1.5, 37.0 - 1.5]
+    assert baseline["valid_loss_second_half"]["values"] == [1.5, 1.5]
     assert table[0].endswith("| greedy valid BLEU, second half's mean |") and table[3].endswith(
         "| 35.00 (34.50-35.50) |"
     )

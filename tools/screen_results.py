@@ -10,7 +10,8 @@ trials are grouped into points (the same config but for the seed, so one point m
 sweeps, one per seed) and each point gets the median and range of its seeds' figures: beam
 BLEU, chrF and hypothesis/reference length on the whole valid split, the in-training greedy
 validation BLEU at the last step and its mean over the run's second half (learning per update,
-read over many validations, since one swings by a point from the next), the difference from the
+read over many validations, since one swings by a point from the next) with the validation
+loss's mean there (per target token, without label smoothing), the difference from the
 point named `baseline`, and, where the screen averaged each trial's last checkpoints
 (AVERAGE_LAST), the average's beam BLEU. Every trial keeps what it recorded: its command,
 machine, and the code's commit and dirty paths when it started and ended. The test split is not
@@ -80,10 +81,10 @@ def _tokenized_ratio(scored: list[dict]) -> dict:
     return {} if None in ratios else {"valid_beam_tokenized_length_ratio": _spread(ratios)}
 
 
-def second_half_mean(validation: list[dict]) -> float:
-    """The mean greedy validation BLEU over the validations past half the run's last one."""
+def second_half_mean(validation: list[dict], key: str = "valid_bleu") -> float:
+    """The mean of a validation figure over the validations past half the run's last one."""
     last = validation[-1]["step"]
-    scores = [row["valid_bleu"] for row in validation if row["step"] > last / 2]
+    scores = [row[key] for row in validation if row["step"] > last / 2]
     return sum(scores) / len(scores)
 
 
@@ -108,6 +109,7 @@ def points(trials: list[dict]) -> list[dict]:
                 **_tokenized_ratio(scored),
                 "valid_greedy_bleu_last": _spread([t["validation"][-1]["valid_bleu"] for t in scored]),
                 "valid_greedy_bleu_second_half": _spread([second_half_mean(t["validation"]) for t in scored]),
+                "valid_loss_second_half": _spread([second_half_mean(t["validation"], "valid_loss") for t in scored]),
             }
         )
         averaged = [t["valid_beam_averaged"]["bleu"] for t in scored if "valid_beam_averaged" in t]
