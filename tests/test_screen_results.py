@@ -1,7 +1,12 @@
 """A screen's trials grouped into points: seeds of one config together, each against the baseline,
 and the length ratio on tokens reported only where every seed's evaluation recorded it."""
 
-from tools.screen_results import points, screen_table
+import json
+
+import pytest
+
+from attnmt.utils import UserError
+from tools.screen_results import collect, points, screen_table
 
 
 def _trial(point: str, seed: int, bleu: float, ratio: float, tokenized: float | None) -> dict:
@@ -54,3 +59,20 @@ def test_the_tokenized_ratio_is_left_out_where_a_seed_lacks_it():
     (row,) = points(trials)
     assert "valid_beam_tokenized_length_ratio" not in row
     assert "tokens" not in screen_table([row])[0]
+
+
+def test_an_earlier_raw_result_is_grouped_again_from_its_own_trials(tmp_path):
+    kept = [
+        _trial("baseline", 1, 36.0, 1.02, 0.95) | {"study": "a"},
+        _trial("variant", 1, 37.0, 1.0, 0.9) | {"study": "a"},
+    ]
+    earlier = tmp_path / "a.json"
+    earlier.write_text(
+        json.dumps({"points": [], "trials": [*kept, _trial("other", 1, 1.0, 1.0, 1.0) | {"study": "b"}]})
+    )
+    assert collect([earlier], ["a"]) == kept  # the other study's trial stays out
+    with pytest.raises(UserError, match=r"no report of study 'c' in .*a\.json"):
+        collect([earlier], ["c"])
+    (tmp_path / "notes.json").write_text("[]")
+    with pytest.raises(UserError, match=r"notes\.json: not a screen's raw result"):
+        collect([tmp_path / "notes.json"], ["a"])

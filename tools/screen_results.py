@@ -2,10 +2,13 @@
 
     python -m tools.screen_results SCREEN_DIR [SCREEN_DIR ...] --study NAME [--study NAME ...]
         --json docs/results/NAME.json
+    python -m tools.screen_results docs/results/NAME.json --study NAME --json docs/results/NAME.json
 
 SCREEN_DIR is a folder `scripts/screen-on-gpu.sh` filled and packed (unpacked: it holds
 runs/sweeps/STUDY/report/trials.json from `attnmt sweep report` and eval/STUDY--TRIAL/
-evaluation.json from `attnmt evaluate TRIAL --split valid --beam 5`). The named studies'
+evaluation.json from `attnmt evaluate TRIAL --split valid --beam 5`), or a raw result this tool
+wrote earlier, whose trials are grouped again (their figures as recorded, the points computed by
+this version: so a screen whose folder is gone gains the figures added since). The named studies'
 trials are grouped into points (the same config but for the seed, so one point may span two
 sweeps, one per seed) and each point gets the median and range of its seeds' figures: beam
 BLEU, chrF and hypothesis/reference length on the whole valid split, the in-training greedy
@@ -51,13 +54,29 @@ def _valid_scores(screen_dirs: list[Path], study: str, trial: str, suffix: str =
     return None
 
 
+def _recorded_trials(path: Path) -> list[dict]:
+    """The trials of a raw result this tool wrote."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["trials"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UserError(f"{path}: not a screen's raw result with its trials ({error})") from None
+
+
 def collect(screen_dirs: list[Path], studies: list[str]) -> list[dict]:
-    """Every trial of the named studies, with its valid beam scores attached."""
+    """Every trial of the named studies, with its valid beam scores attached: from a raw result
+    among `screen_dirs` that holds the study's trials, else from the screen folders."""
+    given = ", ".join(map(str, screen_dirs))
+    recorded = [trial for path in screen_dirs if path.is_file() for trial in _recorded_trials(path)]
+    screen_dirs = [path for path in screen_dirs if not path.is_file()]
     trials = []
     for study in studies:
+        kept = [trial for trial in recorded if trial.get("study") == study]
+        if kept:
+            trials += kept
+            continue
         reports = [path for folder in screen_dirs for path in folder.rglob(f"sweeps/{study}/report/trials.json")]
         if not reports:
-            raise UserError(f"no report of study {study!r} under {', '.join(map(str, screen_dirs))}")
+            raise UserError(f"no report of study {study!r} in {given}")
         for trial in json.loads(reports[0].read_text(encoding="utf-8"))["trials"]:
             config = load_config(reports[0].parents[1] / trial["run_dir"] / "config.yaml")
             trial["config"] = {k: v for k, v in flatten(config).items() if k not in NOT_THE_RECIPE}
