@@ -2,6 +2,7 @@
 and the length ratio on tokens reported only where every seed's evaluation recorded it."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,21 @@ def test_an_earlier_raw_result_is_grouped_again_from_its_own_trials(tmp_path):
     (tmp_path / "notes.json").write_text("[]")
     with pytest.raises(UserError, match=r"notes\.json: not a screen's raw result"):
         collect([tmp_path / "notes.json"], ["a"])
+
+
+def test_a_trial_dropped_from_its_study_before_it_finished_is_left_out(tmp_path):
+    sweep = tmp_path / "runs" / "sweeps" / "s"
+    (sweep / "trials" / "kept").mkdir(parents=True)
+    (sweep / "trials" / "kept" / "config.yaml").write_text(
+        Path(__file__).parents[1] / "configs" / "multi30k-en-de-race.yaml".read_text()
+    )
+    (sweep / "report").mkdir()
+    report = [{"name": "kept", "state": "complete", "run_dir": "trials/kept", "experiment": ["baseline"]}]
+    report.append({"name": "dropped", "state": "waiting", "run_dir": "trials/dropped", "experiment": ["other"]})
+    (sweep / "report" / "trials.json").write_text(json.dumps({"trials": report}))
+    (trial,) = collect([tmp_path / "runs"], ["s"])
+    assert trial["name"] == "kept" and trial["seed"] == 1 and trial["valid_beam"] is None
+    report[1]["state"] = "complete"  # a finished trial whose folder is gone is an error, not a gap
+    (sweep / "report" / "trials.json").write_text(json.dumps({"trials": report}))
+    with pytest.raises(UserError, match=r"dropped/config\.yaml"):
+        collect([tmp_path / "runs"], ["s"])
