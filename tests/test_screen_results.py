@@ -83,7 +83,7 @@ def test_a_trial_dropped_from_its_study_before_it_finished_is_left_out(tmp_path)
     sweep = tmp_path / "runs" / "sweeps" / "s"
     (sweep / "trials" / "kept").mkdir(parents=True)
     (sweep / "trials" / "kept" / "config.yaml").write_text(
-        Path(__file__).parents[1] / "configs" / "multi30k-en-de-race.yaml".read_text()
+        (Path(__file__).parents[1] / "configs" / "multi30k-en-de-race.yaml").read_text()
     )
     (sweep / "report").mkdir()
     report = [{"name": "kept", "state": "complete", "run_dir": "trials/kept", "experiment": ["baseline"]}]
