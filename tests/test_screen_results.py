@@ -79,7 +79,7 @@ def test_an_earlier_raw_result_is_grouped_again_from_its_own_trials(tmp_path):
         collect([tmp_path / "notes.json"], ["a"])
 
 
-def test_a_trial_dropped_from_its_study_before_it_finished_is_left_out(tmp_path):
+def test_a_trial_not_finished_or_dropped_from_its_study_before_it_finished_is_left_out(tmp_path):
     sweep = tmp_path / "runs" / "sweeps" / "s"
     (sweep / "trials" / "kept").mkdir(parents=True)
     (sweep / "trials" / "kept" / "config.yaml").write_text(
@@ -88,6 +88,7 @@ def test_a_trial_dropped_from_its_study_before_it_finished_is_left_out(tmp_path)
     (sweep / "report").mkdir()
     report = [{"name": "kept", "state": "complete", "run_dir": "trials/kept", "experiment": ["baseline"]}]
     report.append({"name": "dropped", "state": "waiting", "run_dir": "trials/dropped", "experiment": ["other"]})
+    report.append({"name": "kept", "state": "running", "run_dir": "trials/kept", "experiment": ["seed 2"]})
     (sweep / "report" / "trials.json").write_text(json.dumps({"trials": report}))
     (trial,) = collect([tmp_path / "runs"], ["s"])
     assert trial["name"] == "kept" and trial["seed"] == 1 and trial["valid_beam"] is None

@@ -79,8 +79,8 @@ def collect(screen_dirs: list[Path], studies: list[str]) -> list[dict]:
             raise UserError(f"no report of study {study!r} in {given}")
         for trial in json.loads(reports[0].read_text(encoding="utf-8"))["trials"]:
             folder = reports[0].parents[1] / trial["run_dir"]
-            if trial["state"] != "complete" and not folder.is_dir():
-                continue  # begun, then dropped from the study with its folder: nothing to report
+            if trial["state"] in ("running", "waiting"):
+                continue  # no result yet, nor a record of the code it ran; or dropped from the study
             config = load_config(folder / "config.yaml")
             trial["config"] = {k: v for k, v in flatten(config).items() if k not in NOT_THE_RECIPE}
             trial["seed"] = config.train.seed
