@@ -11,7 +11,7 @@ from tools.screen_results import collect, points, screen_table
 
 
 def _trial(point: str, seed: int, bleu: float, ratio: float, tokenized: float | None) -> dict:
-    valid_beam = {"bleu": bleu, "chrf": 50.0 + bleu, "length_ratio": ratio}
+    valid_beam = {"bleu": bleu, "chrf": 50.0 + bleu, "length_ratio": ratio, "tokenized_bleu": bleu + 0.5}
     if tokenized is not None:
         valid_beam["tokenized_length_ratio"] = tokenized
     return {
@@ -37,6 +37,7 @@ def test_seeds_of_one_config_are_one_point_measured_against_the_baseline():
     variant, baseline = rows
     assert variant["seeds"] == [1, 2] and variant["delta_bleu"] == 38.25 - 36.5
     assert baseline["valid_beam_tokenized_length_ratio"]["values"] == [0.95, 0.97]
+    assert baseline["valid_beam_tokenized_bleu"]["values"] == [36.5, 37.5]
     table = screen_table(rows)
     assert "length ratio, tokens" in table[0]
     assert "| 0.960 (0.950-0.970) |" in table[3]

@@ -11,7 +11,7 @@ wrote earlier, whose trials are grouped again (their figures as recorded, the po
 this version: so a screen whose folder is gone gains the figures added since). The named studies'
 trials are grouped into points (the same config but for the seed, so one point may span two
 sweeps, one per seed) and each point gets the median and range of its seeds' figures: beam
-BLEU, chrF and hypothesis/reference length on the whole valid split, the in-training greedy
+BLEU (sacreBLEU's, and tokenized with a word model's <unk> one token), chrF and hypothesis/reference length on the whole valid split, the in-training greedy
 validation BLEU at the last step and its mean over the run's second half (learning per update,
 read over many validations, since one swings by a point from the next) with the validation
 loss's mean there (per target token, without label smoothing), the difference from the
@@ -126,6 +126,7 @@ def points(trials: list[dict]) -> list[dict]:
                 "seeds": sorted(t["seed"] for t in scored),
                 "steps": scored[0]["steps"],
                 "valid_beam_bleu": _spread([t["valid_beam"]["bleu"] for t in scored]),
+                "valid_beam_tokenized_bleu": _spread([t["valid_beam"]["tokenized_bleu"] for t in scored]),
                 "valid_beam_chrf": _spread([t["valid_beam"]["chrf"] for t in scored]),
                 "valid_beam_length_ratio": _spread([t["valid_beam"]["length_ratio"] for t in scored]),
                 **_tokenized_ratio(scored),
