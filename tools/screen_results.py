@@ -11,14 +11,15 @@ wrote earlier, whose trials are grouped again (their figures as recorded, the po
 this version: so a screen whose folder is gone gains the figures added since). The named studies'
 trials are grouped into points (the same config but for the seed, so one point may span two
 sweeps, one per seed) and each point gets the median and range of its seeds' figures: beam
-BLEU (sacreBLEU's, and tokenized with a word model's <unk> one token), chrF and hypothesis/reference length on the whole valid split, the in-training greedy
-validation BLEU at the last step and its mean over the run's second half (learning per update,
-read over many validations, since one swings by a point from the next) with the validation
-loss's mean there (per target token, without label smoothing), the difference from the
-point named `baseline`, and, where the screen averaged each trial's last checkpoints
-(AVERAGE_LAST), the average's beam BLEU. Every trial keeps what it recorded: its command,
-machine, and the code's commit and dirty paths when it started and ended. The test split is not
-read here; the decision is the valid split's.
+BLEU (sacreBLEU's, and tokenized with a word model's <unk> one token), chrF and
+hypothesis/reference length on the whole valid split, the in-training greedy validation BLEU at
+the last step and its mean over the run's second half (learning per update, read over many
+validations, since one swings by a point from the next) with the validation loss's mean there
+(per target token, without label smoothing), the difference from the point named `baseline`,
+and, where the screen averaged each trial's last checkpoints (AVERAGE_LAST), the average's beam
+BLEU. Every trial keeps what it recorded: its command, machine, and the code's commit and dirty
+paths when it started and ended. The test split is not read here; the decision is the valid
+split's.
 """
 
 from __future__ import annotations
