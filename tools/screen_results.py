@@ -79,10 +79,9 @@ def collect(screen_dirs: list[Path], studies: list[str]) -> list[dict]:
         if not reports:
             raise UserError(f"no report of study {study!r} in {given}")
         for trial in json.loads(reports[0].read_text(encoding="utf-8"))["trials"]:
-            folder = reports[0].parents[1] / trial["run_dir"]
             if trial["state"] in ("running", "waiting"):
                 continue  # no result yet, nor a record of the code it ran; or dropped from the study
-            config = load_config(folder / "config.yaml")
+            config = load_config(reports[0].parents[1] / trial["run_dir"] / "config.yaml")
             trial["config"] = {k: v for k, v in flatten(config).items() if k not in NOT_THE_RECIPE}
             trial["seed"] = config.train.seed
             trial["valid_beam"] = _valid_scores(screen_dirs, study, trial["name"])
