@@ -123,7 +123,17 @@ ALLOWED = {
     "markup": {"utils", "alignment"},
     "loss": {"vocab"},
     "precision": set(),
-    "validation": {"config", "data", "loss", "metrics", "precision", "search.decode", "search.options"},
+    "validation": {
+        "config",
+        "data",
+        "loss",
+        "metrics",
+        "precision",
+        "search.decode",
+        "search.options",
+        "tokenize",
+        "vocab",
+    },
     "continued": {"utils", "config", "checkpoint", "codec", "data", "mixing", "prepare"},
     "train": {
         "utils",

@@ -45,9 +45,18 @@ def test_seeds_of_one_config_are_one_point_measured_against_the_baseline():
     assert baseline["valid_greedy_bleu_last"]["values"] == [36.0 - 1, 37.0 - 1]
     assert baseline["valid_greedy_bleu_second_half"]["values"] == [36.0 - 1.5, 37.0 - 1.5]
     assert baseline["valid_loss_second_half"]["values"] == [1.5, 1.5]
+    assert "valid_greedy_tokenized_bleu_second_half" not in baseline  # validated before it was recorded
     assert table[0].endswith("| greedy valid BLEU, second half's mean |") and table[3].endswith(
         "| 35.00 (34.50-35.50) |"
     )
+
+
+def test_a_word_models_second_half_is_also_read_on_word_tokens():
+    trial = _trial("baseline", 1, 36.0, 1.02, 0.95)
+    for row in trial["validation"]:
+        row["valid_tokenized_bleu"] = row["valid_bleu"] + 2
+    (row,) = points([trial])
+    assert row["valid_greedy_tokenized_bleu_second_half"]["values"] == [36.0 - 1.5 + 2]
 
 
 def test_a_screen_written_before_the_second_half_mean_renders_without_its_column():

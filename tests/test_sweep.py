@@ -186,7 +186,8 @@ def test_the_report_tables_and_plots_come_from_the_stored_study(grid_2x2, tmp_pa
     assert raw["machine"]["cpu"] and {trial["name"] for trial in raw["trials"]} == set(stored)
     for trial in raw["trials"]:
         records = read_metrics(load_plan(spec).sweep_dir / trial["run_dir"])
-        keys = ("step", "valid_loss", "valid_bleu", "valid_length_ratio")
+        keys = ("step", "valid_loss", "valid_bleu", "valid_length_ratio", "valid_tokenized_bleu")
+        keys += ("valid_tokenized_length_ratio",)
         assert trial["validation"] == [{key: r[key] for key in keys} for r in records if "valid_loss" in r]
         assert trial["test_bleu"] == pytest.approx(stored[trial["name"]]["test_bleu"])
 

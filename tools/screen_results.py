@@ -8,18 +8,18 @@ SCREEN_DIR is a folder `scripts/screen-on-gpu.sh` filled and packed (unpacked: i
 runs/sweeps/STUDY/report/trials.json from `attnmt sweep report` and eval/STUDY--TRIAL/
 evaluation.json from `attnmt evaluate TRIAL --split valid --beam 5`), or a raw result this tool
 wrote earlier, whose trials are grouped again (their figures as recorded, the points computed by
-this version: so a screen whose folder is gone gains the figures added since). The named studies'
-trials are grouped into points (the same config but for the seed, so one point may span two
-sweeps, one per seed) and each point gets the median and range of its seeds' figures: beam
+this version: so a screen whose folder is gone gains the figures added since). The named
+studies' trials are grouped into points (the same config but for the seed, so one point may span
+two sweeps, one per seed) and each point gets the median and range of its seeds' figures: beam
 BLEU (sacreBLEU's, and tokenized with a word model's <unk> one token), chrF and
 hypothesis/reference length on the whole valid split, the in-training greedy validation BLEU at
 the last step and its mean over the run's second half (learning per update, read over many
-validations, since one swings by a point from the next) with the validation loss's mean there
-(per target token, without label smoothing), the difference from the point named `baseline`,
-and, where the screen averaged each trial's last checkpoints (AVERAGE_LAST), the average's beam
-BLEU. Every trial keeps what it recorded: its command, machine, and the code's commit and dirty
-paths when it started and ended. The test split is not read here; the decision is the valid
-split's.
+validations, since one swings by a point from the next; for a word model also on word tokens)
+with the validation loss's mean there (per target token, without label smoothing), the
+difference from the point named `baseline`, and, where the screen averaged each trial's last
+checkpoints (AVERAGE_LAST), the average's beam BLEU. Every trial keeps what it recorded: its
+command, machine, and the code's commit and dirty paths when it started and ended. The test
+split is not read here; the decision is the valid split's.
 """
 
 from __future__ import annotations
@@ -135,6 +135,9 @@ def points(trials: list[dict]) -> list[dict]:
                 "valid_loss_second_half": _spread([second_half_mean(t["validation"], "valid_loss") for t in scored]),
             }
         )
+        if all("valid_tokenized_bleu" in row for t in scored for row in t["validation"]):  # a word model's
+            halves = [second_half_mean(t["validation"], "valid_tokenized_bleu") for t in scored]
+            rows[-1]["valid_greedy_tokenized_bleu_second_half"] = _spread(halves)
         averaged = [t["valid_beam_averaged"]["bleu"] for t in scored if "valid_beam_averaged" in t]
         if len(averaged) == len(scored):
             rows[-1]["valid_beam_averaged_bleu"] = _spread(averaged)

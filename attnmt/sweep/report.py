@@ -247,6 +247,18 @@ def _read_metrics(sweep_dir: Path, row: dict) -> list[dict]:
         return []
 
 
+# What a trial's validation curve keeps of each validation (the tokenized figures where the run
+# recorded them).
+VALIDATION_KEYS = (
+    "step",
+    "valid_loss",
+    "valid_bleu",
+    "valid_length_ratio",
+    "valid_tokenized_bleu",
+    "valid_tokenized_length_ratio",
+)
+
+
 def _raw_results(name: str, rows: list[dict], command: str | None) -> dict[str, Any]:
     """Every trial's figures and validation curve, the commands that made them and the machines
     they ran on: the raw results behind the tables and plots, small enough to keep."""
@@ -254,7 +266,7 @@ def _raw_results(name: str, rows: list[dict], command: str | None) -> dict[str, 
     for row in rows:
         trial = {key: value for key, value in row.items() if key not in ("metrics", "config")}
         trial["validation"] = [
-            {key: record[key] for key in ("step", "valid_loss", "valid_bleu", "valid_length_ratio") if key in record}
+            {key: record[key] for key in VALIDATION_KEYS if key in record}
             for record in row["metrics"]
             if "valid_loss" in record
         ]
