@@ -17,10 +17,14 @@
 # [benchmarks/results/pareto-cpu.json] and PLOT [docs/results/pareto.png], where the table goes;
 # RECORD [docs/results/distillation-runs.json], where the record phase writes the runs' training
 # figures and the distillation's (tools.distillation_runs); DEVICE [cpu] where the table decodes:
-# on cuda it leaves out the int8 rows and OpenNMT-py's, which decode on the CPU only.
+# on cuda it leaves out the int8 rows and OpenNMT-py's, which decode on the CPU only. TABLE [unset]
+# a folder of scripts/multi30k-table.sh: the teachers are then that table's runs of CONFIG
+# (TABLE/NAME-sSEED, trained there by the table script where missing, and linked here as
+# RUNS/teacher-sSEED), so the table's models and the distillation's teachers are the same runs;
+# unset, the teachers train here.
 # Every phase skips what is done: a finished run is not trained again, an interrupted one resumes
 # from its last checkpoint, an interrupted distillation goes on from its last complete chunk.
-# Each student trains within the teacher's budget (the config's 5,200 updates and 50 minutes).
+# Each student trains within the teachers' budget (the config's step and minute budgets).
 set -euo pipefail
 
 RUNS=${1:-runs/distill}
@@ -63,8 +67,29 @@ print(max(sys.argv[1:], key=lambda run: read_index(run).best_score))
 EOF
 }
 
+if [[ -n ${TABLE:-} ]]; then  # the table's runs of CONFIG are the teachers, linked by the names below
+    name=$(basename "$CONFIG" .yaml)
+    if [[ $CONFIG != configs/$name.yaml ]]; then
+        echo "distillation.sh: TABLE needs a CONFIG of configs/ (the table script trains configs/NAME.yaml); got $CONFIG" >&2
+        exit 2
+    fi
+    for seed in $SEEDS; do
+        link=$RUNS/teacher-s$seed
+        if [[ -e $link && ! -L $link ]]; then
+            echo "distillation.sh: $link is a teacher trained here, not the table's run; move it aside or unset TABLE" >&2
+            exit 2
+        fi
+        ln -sfn "$(realpath -m --relative-to="$RUNS" "$TABLE/$name-s$seed")" "$link"
+    done
+fi
+
 if [[ " $PHASES " == *" teachers "* ]]; then
-    for seed in $SEEDS; do train "$RUNS/teacher-s$seed" "train.seed=$seed"; done
+    if [[ -n ${TABLE:-} ]]; then
+        SEEDS="$SEEDS" CONFIGS=$name SINGLE_CONFIGS= PHASES=train SET="$SET" ATTNMT="$ATTNMT" \
+            "$(dirname "$0")/multi30k-table.sh" "$TABLE"
+    else
+        for seed in $SEEDS; do train "$RUNS/teacher-s$seed" "train.seed=$seed"; done
+    fi
 fi
 
 distilled=$RUNS/distilled/train
