@@ -212,6 +212,7 @@ def test_a_figure_is_computed_from_the_raw_values_with_the_prose_rounding():
     assert render_figure(SERVING, "max(settings.repeats, 2) * 2", "{}") == str(max(3, 2) * 2)
     assert render_figure(SERVING, "model.training['valid_metric']", "{}") == "bleu"
     assert render_figure(SERVING, "sd(1, 2, 3) + mean(2, 4)", "{:.1f}") == "4.0"  # the sample deviation
+    assert render_figure(SERVING, "median(5, 1, 3) + median(1, 2, 4, 8)", "{:.1f}") == "6.0"  # 3 + (2 + 4) / 2
 
 
 def test_a_figure_from_two_results_files_names_each_by_its_stem():

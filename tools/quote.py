@@ -18,7 +18,7 @@ expression over it and the figure's format:
 
     trains 1.4x<!-- figure: benchmarks/results/peers-speed.json a.b / c.d {:.1f}x --> as many
 
-The expression is arithmetic (`+ - * /`, parentheses, numbers, `min max mean sd abs`) over paths
+The expression is arithmetic (`+ - * /`, parentheses, numbers, `min max mean median sd abs`) over paths
 into the JSON: keys joined by dots (`systems.opennmt-py.parameters`; put spaces around a minus
 sign), `[2]` for a list's item, `['a key, with spaces']` for such a key, and
 `[clients=8,batching=true]` for the one item of a list with those fields. The format is
@@ -281,6 +281,7 @@ FUNCTIONS = {
     "min": min,
     "max": max,
     "mean": lambda *values: statistics.mean(values),
+    "median": lambda *values: statistics.median(values),  # of the seeds, as every table's summary gives it
     "sd": lambda *values: statistics.stdev(values),  # the sample deviation, as the sweep report's tables give it
     "abs": abs,
 }
