@@ -156,7 +156,8 @@ def test_multi30k_table_update_replaces_only_the_rows_of_the_evaluations_found(t
         entry(en_fr, "test2017 flickr", "single, seed 1", 51.0),
     ]
     table = tmp_path / "table.json"
-    table.write_text(json.dumps({"entries": previous}), encoding="utf-8")
+    note = "Seed 1 of de-en trained before checkpoints recorded their code."
+    table.write_text(json.dumps({"entries": previous, "annotations": [note]}), encoding="utf-8")
     members = [f"r/en-fr-s{seed}/checkpoints/step-1" for seed in (1, 2)]
     found = {
         "single": _evaluation("attnmt evaluate r", [{"checkpoint": member} for member in members]),
@@ -168,8 +169,9 @@ def test_multi30k_table_update_replaces_only_the_rows_of_the_evaluations_found(t
         (folder / "evaluation.json").write_text(json.dumps(evaluation), encoding="utf-8")
 
     assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(table), "--update"]) == 0
-    entries = json.loads(table.read_text(encoding="utf-8"))["entries"]
-    rows = [(e["config"], e["test_set"], e["model"], e["tokenized_bleu"]) for e in entries]
+    updated = json.loads(table.read_text(encoding="utf-8"))
+    assert updated["annotations"] == [note]  # the notes on the rows it kept stay with them
+    rows = [(e["config"], e["test_set"], e["model"], e["tokenized_bleu"]) for e in updated["entries"]]
     assert rows == [  # de-en kept as it was; en-fr test2016 singles replaced, its ensemble added; test2017 kept
         (de_en, "test2016 flickr", "single, seed 1", 40.0),
         (de_en, "test2016 flickr", "ensemble of 2", 41.0),
@@ -183,6 +185,10 @@ def test_multi30k_table_update_replaces_only_the_rows_of_the_evaluations_found(t
     assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(table), "--update"]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and str(table) in error and table.read_text(encoding="utf-8") == '{"entries": 3}'
+    table.write_text(json.dumps({"entries": previous, "annotations": "not a list"}), encoding="utf-8")
+    assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(table), "--update"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "annotations is not a list of notes" in error
 
 
 def test_distillation_runs_records_each_run_and_the_distillation_by_folder_names(reverse_run, tmp_path, capsys):

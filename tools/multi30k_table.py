@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from attnmt.config import load_config
+from attnmt.provenance import ANNOTATIONS
 from attnmt.utils import UserError
 from benchmarks.measure import write_results
 from benchmarks.report import markdown_table
@@ -132,17 +133,20 @@ def merge(previous: list[dict], found: list[dict]) -> list[dict]:
     return sorted(kept + found, key=_group)
 
 
-def _previous_entries(path: Path) -> list[dict]:
-    """The entries of an earlier table file, none when there is no file yet; a UserError naming it
-    when it is not one."""
+def _previous_table(path: Path) -> tuple[list[dict], list[str]]:
+    """The entries and the annotations (notes made after the fact, about its rows) of an earlier
+    table file, none when there is no file yet; a UserError naming it when it is not one."""
     if not path.exists():
-        return []
+        return [], []
     expected = "expected a table written by python -m tools.multi30k_table"
     results = _read_json(path, expected)
     entries = results.get("entries") if isinstance(results, dict) else None
     if not (isinstance(entries, list) and all(isinstance(e, dict) and e.keys() >= ROW_KEYS for e in entries)):
         raise UserError(f"{path}: no list of entries with {', '.join(sorted(ROW_KEYS))}; {expected}")
-    return entries
+    annotations = results.get(ANNOTATIONS, [])
+    if not (isinstance(annotations, list) and all(isinstance(note, str) for note in annotations)):
+        raise UserError(f"{path}: {ANNOTATIONS} is not a list of notes; {expected}")
+    return entries, annotations
 
 
 def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
@@ -229,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = os.environ.get("ATTNMT_DATA")
     try:
         found = collect(args.runs_dir, [data_dir.rstrip("/"), str(Path(data_dir).resolve())] if data_dir else [])
-        previous = _previous_entries(args.json) if args.update else []
+        previous, annotations = _previous_table(args.json) if args.update else ([], [])
     except UserError as error:
         print(f"tools.multi30k_table: error: {error}", file=sys.stderr)
         return 2
@@ -239,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     entries = merge(previous, found)
     machines = {json.dumps(entry["machine"], sort_keys=True) for entry in entries}
     results = {"machine": entries[0]["machine"], "same_machine": len(machines) == 1, "entries": entries}
+    if annotations:  # the notes on the rows kept stay with them
+        results[ANNOTATIONS] = annotations
     write_results(args.json, results, "tools.multi30k_table", argv)
     print("\n".join(markdown_table(*table_rows(results))))
     return 0
