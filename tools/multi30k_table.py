@@ -11,7 +11,9 @@ the checkpoints record it), and the command of the evaluation with the code it r
 folder in paths is written as $ATTNMT_DATA, so the file names no machine's folders. With
 --update, the evaluations found replace their own rows of the existing file (same config, test
 set and kind) and its other rows are kept: a table whose directions were trained on different
-machines, or at different times, is collected one folder at a time.
+machines, or at different times, is collected one folder at a time. The earlier file's
+`annotations` are kept as they are: a note about rows that new evaluations replace is then
+edited by hand (annotations are outside the content hash).
 """
 
 from __future__ import annotations
