@@ -125,7 +125,7 @@ LEGACY: dict[str, str] = {
     "docs/results/multi30k-en-de-luong-tuned.json": "no commit recorded; no content hash",
     "docs/results/multi30k-en-de-luong-untied.json": "no commit recorded; no content hash",
     "docs/results/multi30k-en-fr-tuned.json": "no commit recorded; no content hash",
-    "docs/results/multi30k-table.json": "no commit recorded; no content hash",
+    "docs/results/multi30k-table-gru.json": "no commit recorded; no content hash",
     "docs/results/notebook-questions.json": "no commit recorded; no content hash",
     "docs/results/peers-quality-identical.json": (
         "dirty, its paths not recorded; no content hash; the race spans four commits under one label"
