@@ -12,7 +12,8 @@ made after the fact go into `annotations`.
 `tools.quote` refuses a table or figure from a file that fails, and `tests/test_results.py`
 checks every raw file. LEGACY names the files written before these rules, each with what it
 fails; it may only shrink: a file leaves it by being measured again, and a file that was not in
-the repository when the rules came cannot join it (`tests/test_results.py`).
+the repository when the rules came cannot join it (`tests/test_results.py`); MOVED names the
+path a LEGACY file had then, where it has moved since.
 """
 
 from __future__ import annotations
@@ -137,4 +138,10 @@ LEGACY: dict[str, str] = {
     "docs/results/serving.json": "no commit recorded; no content hash",
     "docs/results/web-tokenizers.json": "no content hash",
     "docs/results/web.json": "no content hash",
+}
+
+# LEGACY files moved since the rules came, each with the path it had then: moving a file keeps its
+# bytes, so it stays LEGACY (the name it had is now another, newer file's).
+MOVED: dict[str, str] = {
+    "docs/results/multi30k-table-gru.json": "docs/results/multi30k-table.json",
 }
