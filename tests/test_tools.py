@@ -101,6 +101,25 @@ def test_multi30k_table_collects_each_system_and_names_no_machine_folder(tmp_pat
     assert "| ensemble of 2, averaged |" in capsys.readouterr().out
 
 
+def test_multi30k_table_names_no_machine_folder_without_attnmt_data_set(tmp_path, monkeypatch):
+    """The data folder is also read off the evaluation's own test files (`--src`, `--ref`)."""
+    data = tmp_path / "data"
+    src, ref = f"{data}/multi30k/test_2017_flickr.en.gz", f"{data}/multi30k/test_2017_flickr.fr.gz"
+    evaluation = _evaluation(
+        f"attnmt evaluate r-s1 --src {src} --ref {ref}", [{"checkpoint": "r/en-fr-s1/checkpoints/step-0000900"}]
+    )
+    folder = tmp_path / "runs" / "evaluation" / "multi30k-en-fr-test2017-single"
+    folder.mkdir(parents=True)
+    (folder / "evaluation.json").write_text(json.dumps({**evaluation, "src": src, "refs": [ref]}), encoding="utf-8")
+    monkeypatch.delenv("ATTNMT_DATA", raising=False)
+    out = tmp_path / "table.json"
+
+    assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(out)]) == 0
+    command = json.loads(out.read_text(encoding="utf-8"))["entries"][0]["command"]
+    portable = "$ATTNMT_DATA/multi30k/test_2017_flickr"
+    assert command == f"attnmt evaluate r-s1 --src {portable}.en.gz --ref {portable}.fr.gz"
+
+
 def test_multi30k_summary_means_the_seeds_and_shows_the_ensemble_of_best_checkpoints():
     def entry(model: str, bleu: float, test_set="test2016 flickr", members=None, minutes=10.2) -> dict:
         training = {"run_minutes": minutes}

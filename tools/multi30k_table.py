@@ -8,7 +8,8 @@ writes one file: per scored system the direction, decoder and score, test set, m
 averaged, ensemble), tokenized-lowercased BLEU (the papers' metric), sacreBLEU's BLEU with its
 signature, chrF, the search, how long the scored weights were trained (and by which code, where
 the checkpoints record it), and the command of the evaluation with the code it ran. The data
-folder in paths is written as $ATTNMT_DATA, so the file names no machine's folders. With
+folder in paths ($ATTNMT_DATA, or the folder holding an evaluation's own multi30k test files) is
+written as $ATTNMT_DATA, so the file names no machine's folders. With
 --update, the evaluations found replace their own rows of the existing file (same config, test
 set and kind) and its other rows are kept: a table whose directions were trained on different
 machines, or at different times, is collected one folder at a time. The earlier file's
@@ -85,10 +86,18 @@ def _read_evaluation(path: Path) -> dict:
     return evaluation
 
 
+def _data_dir_of(evaluation: dict) -> list[str]:
+    """The data folder that an evaluation's own test files (`--src`, `--ref`) were read from: the
+    folder holding their `multi30k` folder, so that a table collected without $ATTNMT_DATA set
+    names no machine's folder either."""
+    files = [Path(file) for file in (evaluation.get("src"), *(evaluation.get("refs") or [])) if isinstance(file, str)]
+    return sorted({str(file.parents[1]) for file in files if file.is_absolute() and file.parent.name == "multi30k"})
+
+
 def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
     """One entry per scored system, by config and test set, singles before ensembles, then in the
     evaluation's order; `data_dirs`: the data folder as the commands may name it (as given,
-    resolved)."""
+    resolved), besides the one each evaluation's own test files name."""
     paths = (runs_dir / "evaluation").glob("*/evaluation.json")
     found = [(match, path) for path in paths if (match := FOLDER.fullmatch(path.parent.name))]
     found.sort(key=lambda item: (item[0]["config"], item[0]["test"], KINDS.index(item[0]["kind"])))
@@ -101,6 +110,7 @@ def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
         config = load_config(config_path)
         data, model = config.data, config.model
         evaluation = _read_evaluation(path)
+        portable = [*data_dirs, *_data_dir_of(evaluation)]
         for record in evaluation["runs"]:
             entries.append(
                 {
@@ -109,10 +119,10 @@ def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
                     "decoder": f"{model.decoder.capitalize()}, {model.attention}",
                     "test_set": TEST_SETS[match["test"]],
                     "model": _model(record),
-                    "command": _portable(evaluation["command"], data_dirs),
+                    "command": _portable(evaluation["command"], portable),
                     "machine": evaluation["machine"],
                     **{key: evaluation[key] for key in ("code_at_start", "code_at_end") if key in evaluation},
-                    **_portable({key: value for key, value in record.items() if key != "bleu_by_length"}, data_dirs),
+                    **_portable({key: value for key, value in record.items() if key != "bleu_by_length"}, portable),
                 }
             )
     return entries
