@@ -91,7 +91,8 @@ def _data_dir_of(evaluation: dict) -> list[str]:
     folder holding their `multi30k` folder, so that a table collected without $ATTNMT_DATA set
     names no machine's folder either."""
     files = [Path(file) for file in (evaluation.get("src"), *(evaluation.get("refs") or [])) if isinstance(file, str)]
-    return sorted({str(file.parents[1]) for file in files if file.is_absolute() and file.parent.name == "multi30k"})
+    below_root = [file for file in files if file.is_absolute() and len(file.parts) > 3]  # never "/" itself
+    return sorted({str(file.parents[1]) for file in below_root if file.parent.name == "multi30k"})
 
 
 def collect(runs_dir: Path, data_dirs: list[str]) -> list[dict]:
