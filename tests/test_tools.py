@@ -120,6 +120,19 @@ def test_multi30k_table_names_no_machine_folder_without_attnmt_data_set(tmp_path
     assert command == f"attnmt evaluate r-s1 --src {portable}.en.gz --ref {portable}.fr.gz"
 
 
+@pytest.mark.parametrize(
+    ("files", "folders"),
+    [
+        (["/data/multi30k/val.en.gz", "/data/multi30k/val.de.gz"], ["/data"]),
+        (["/multi30k/val.en.gz"], []),  # its folder would be "/" itself: replacing that would mangle every path
+        (["multi30k/val.en.gz"], []),  # relative: no machine's folder to hide
+        (["/data/other/val.en.gz"], []),  # not a Multi30k file
+    ],
+)
+def test_multi30k_table_reads_the_data_folder_off_absolute_multi30k_files_below_the_root(files, folders):
+    assert multi30k_table._data_dir_of({"src": files[0], "refs": files[1:]}) == folders
+
+
 def test_multi30k_summary_means_the_seeds_and_shows_the_ensemble_of_best_checkpoints():
     def entry(model: str, bleu: float, test_set="test2016 flickr", members=None, minutes=10.2) -> dict:
         training = {"run_minutes": minutes}
