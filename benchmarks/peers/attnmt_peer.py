@@ -66,7 +66,7 @@ ARCHITECTURES = {
 # cannot drift apart. Only its tokenizer is not taken: every system reads the same word tokens.
 RECIPE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "multi30k-en-de-luong.yaml"
 RECIPE_TRAIN_KEYS = ("lr", "lr_schedule", "warmup_steps", "min_lr", "label_smoothing")
-# The cosine decays to the run's last update, so the recipe names one (the config's own 4,400 are
+# The cosine decays to the run's last update, so the recipe names one (the config's own count is
 # for BPE). Until a race fits it to its machine: an estimate of the updates that fit a 50-minute
 # race on 2 CPU cores with these word tokens. The recipe's GRU made 4,927 there; its LSTM makes
 # 4,400 updates where the GRU made 5,200 on BPE (configs/multi30k-en-de-luong-gru.yaml), so about
