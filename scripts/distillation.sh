@@ -13,7 +13,8 @@
 # ["model.embedding_size=128 model.encoder_hidden=128 model.decoder_hidden=256"], the smaller
 # student's overrides; SET: extra --set overrides for every training run (e.g.
 # "train.max_steps=20" for a smoke test); REPEATS [5] timed passes of the table; PEER_SEEDS [1,2]
-# the seeds of OpenNMT-py's model to choose the best from (each missing one trains 50 minutes); JSON
+# the seeds of OpenNMT-py's model to choose the best from (each missing one trains 50 minutes;
+# "none" leaves OpenNMT-py's rows out of the table); JSON
 # [benchmarks/results/pareto-cpu.json] and PLOT [docs/results/pareto.png], where the table goes;
 # RECORD [docs/results/distillation-runs.json], where the record phase writes the runs' training
 # figures and the distillation's (tools.distillation_runs); DEVICE [cpu] where the table decodes:
@@ -123,7 +124,7 @@ if [[ " $PHASES " == *" pareto "* ]]; then
     peer=()
     if [[ $DEVICE == cpu ]]; then
         variants=("" ",int8" ",shortlist" ",int8,shortlist")
-        peer=(--peer opennmt-py --peer-seeds "$PEER_SEEDS")
+        [[ $PEER_SEEDS == none ]] || peer=(--peer opennmt-py --peer-seeds "$PEER_SEEDS")
     fi
     systems=("ensemble=$ensemble,beam=5" "teacher=$best,beam=5" "teacher-greedy=$best,beam=1")
     for variant in "${variants[@]:1}"; do

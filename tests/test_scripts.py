@@ -87,3 +87,30 @@ def test_distillation_with_a_table_it_cannot_use_is_one_line_and_exit_2(tmp_path
     done, commands = run_script(f"distillation.sh {runs}", tmp_path, **settings)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and said in done.stderr
     assert commands == [] and not (runs / "teacher-s1").is_symlink()
+
+
+@pytest.mark.parametrize(
+    ("peer_seeds", "peer"), [(None, ["--peer", "opennmt-py", "--peer-seeds", "1,2"]), ("none", [])]
+)
+def test_distillation_table_has_opennmt_py_unless_its_seeds_are_none(tmp_path, peer_seeds, peer):
+    # The table's phase calls python itself (to pick the best teacher, then benchmarks.pareto): a
+    # python first on PATH that names the first teacher and records the table's arguments.
+    bin_dir, log = tmp_path / "bin", tmp_path / "pareto.json"
+    bin_dir.mkdir()
+    fake = bin_dir / "python"
+    fake.write_text(
+        '#!/usr/bin/env bash\nif [[ $1 == - ]]; then cat > /dev/null; echo "$2"; exit 0; fi\n'
+        f'printf "%s\\n" "$@" > {log}\n',
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    settings = {"PHASES": "pareto", "SEEDS": "1 2", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    if peer_seeds is not None:
+        settings["PEER_SEEDS"] = peer_seeds
+    done, _ = run_script(f"distillation.sh {tmp_path / 'distill'}", tmp_path, **settings)
+    assert done.returncode == 0, done.stderr
+    arguments = log.read_text(encoding="utf-8").splitlines()
+    assert arguments[:2] == ["-m", "benchmarks.pareto"]
+    assert f"student-small-b1-int8={tmp_path / 'distill'}/student-small,beam=1,int8" in arguments
+    tail = arguments[arguments.index("--device") - len(peer) : arguments.index("--device")]
+    assert tail == peer and ("--peer" in arguments) == bool(peer)
