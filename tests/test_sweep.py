@@ -110,8 +110,12 @@ STUDIES = sorted((Path(__file__).parent.parent / "studies").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", STUDIES, ids=[p.name for p in STUDIES])
 def test_every_shipped_study_validates(path):
+    """A study's trials stop at a step count, so its results do not depend on the machine's
+    speed, unless the study names `train.max_minutes` among its overrides: a screen that judges a
+    recipe on its time budget says so where it is read."""
     plan = load_plan(path)
-    assert plan.grid and all(trial.config.train.max_minutes is None for trial in plan.grid)
+    timed = "train.max_minutes" in (yaml.safe_load(path.read_text(encoding="utf-8")).get("overrides") or {})
+    assert plan.grid and (timed or all(trial.config.train.max_minutes is None for trial in plan.grid))
 
 
 def test_a_point_shared_by_experiments_is_one_trial(tmp_path):
