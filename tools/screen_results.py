@@ -182,6 +182,20 @@ def screen_table(rows: list[dict]) -> list[str]:
     return markdown_table([*headers, *["last checkpoints averaged"] * averaged], body)
 
 
+def shared_machine(machines: list[dict]) -> dict | None:
+    """The trials' machine as one record: a field all of them share as it is, and a field on
+    which they differ (a kernel build, or the processor of a seed run on another machine) as the
+    list of its values, so the file says where its trials ran without picking one of them."""
+    if not machines:
+        return None
+    shared = {}
+    for key in dict.fromkeys(key for machine in machines for key in machine):
+        values = [machine.get(key) for machine in machines]
+        distinct = [value for index, value in enumerate(values) if value not in values[:index]]
+        shared[key] = distinct[0] if len(distinct) == 1 else distinct
+    return shared
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.screen_results", description=__doc__.splitlines()[0])
     parser.add_argument("screens", nargs="+", type=Path, metavar="SCREEN_DIR")
@@ -196,10 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = points(trials)
     print("\n".join(screen_table(rows)))
     if args.json:
-        machines = [t["machine"] for t in trials if t.get("machine")]
         results = {
             "studies": args.study,
-            "machine": machines[0] if machines and all(m == machines[0] for m in machines) else None,
+            "machine": shared_machine([trial["machine"] for trial in trials if trial.get("machine")]),
             "points": rows,
             "trials": trials,
         }
