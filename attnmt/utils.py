@@ -151,6 +151,20 @@ def describe_machine(device=None) -> dict:
     return machine
 
 
+def shared_machine(machines: list[dict]) -> dict | None:
+    """Several runs' `describe_machine` records as one: a field all of them share as it is, and a
+    field on which they differ (a kernel build, or the processor of a seed run on another machine)
+    as the list of its values, so a file of several runs says where they ran without picking one."""
+    if not machines:
+        return None
+    shared = {}
+    for key in dict.fromkeys(key for machine in machines for key in machine):
+        values = [machine.get(key) for machine in machines]
+        distinct = [value for index, value in enumerate(values) if value not in values[:index]]
+        shared[key] = distinct[0] if len(distinct) == 1 else distinct
+    return shared
+
+
 def _read_umask() -> int:
     mask = os.umask(0)  # the only way to read it is to set it: done once, at import
     os.umask(mask)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from attnmt.utils import UserError
-from tools.screen_results import collect, points, screen_table, shared_machine
+from tools.screen_results import collect, points, screen_table
 
 
 def _trial(point: str, seed: int, bleu: float, ratio: float, tokenized: float | None) -> dict:
@@ -106,12 +106,3 @@ def test_a_trial_not_finished_or_dropped_from_its_study_before_it_finished_is_le
     (sweep / "report" / "trials.json").write_text(json.dumps({"trials": report}))
     with pytest.raises(UserError, match=r"dropped/config\.yaml"):
         collect([tmp_path / "runs"], ["s"])
-
-
-def test_trials_on_machines_that_differ_keep_each_difference_in_the_files_machine():
-    intel = {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2, "platform": "Linux-a"}
-    assert shared_machine([intel, dict(intel)]) == intel
-    amd = intel | {"cpu": "AMD EPYC 9B14", "platform": "Linux-b"}
-    machine = shared_machine([intel, amd, intel])
-    assert machine == {"cpu": [intel["cpu"], amd["cpu"]], "cores": 2, "platform": ["Linux-a", "Linux-b"]}
-    assert shared_machine([]) is None

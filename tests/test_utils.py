@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from attnmt.utils import UserError, atomic_path, choose_device, describe_machine, write_text_atomic
+from attnmt.utils import UserError, atomic_path, choose_device, describe_machine, shared_machine, write_text_atomic
 
 
 def test_an_atomic_write_gets_the_permissions_of_any_new_file(tmp_path):
@@ -57,3 +57,12 @@ def test_an_absent_device_names_the_setting_it_came_from(monkeypatch):
 def test_the_machine_description_names_the_cpu_kernels_vector_instructions():
     machine = describe_machine()
     assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and machine["cpu"]
+
+
+def test_runs_on_machines_that_differ_keep_each_difference_in_their_shared_machine():
+    intel = {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2, "platform": "Linux-a"}
+    assert shared_machine([intel, dict(intel)]) == intel
+    amd = intel | {"cpu": "AMD EPYC 9B14", "platform": "Linux-b"}
+    machine = shared_machine([intel, amd, intel])
+    assert machine == {"cpu": [intel["cpu"], amd["cpu"]], "cores": 2, "platform": ["Linux-a", "Linux-b"]}
+    assert shared_machine([]) is None

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from attnmt.config import load_config
 from attnmt.sweep.spec import SET_BY_SWEEP, flatten
-from attnmt.utils import UserError
+from attnmt.utils import UserError, shared_machine
 from benchmarks.measure import write_results
 from benchmarks.report import markdown_table
 
@@ -180,20 +180,6 @@ def screen_table(rows: list[dict]) -> list[str]:
         headers.insert(headers.index("length ratio") + 1, "length ratio, tokens")
     headers += ["greedy valid BLEU, second half's mean"] if second_half else []
     return markdown_table([*headers, *["last checkpoints averaged"] * averaged], body)
-
-
-def shared_machine(machines: list[dict]) -> dict | None:
-    """The trials' machine as one record: a field all of them share as it is, and a field on
-    which they differ (a kernel build, or the processor of a seed run on another machine) as the
-    list of its values, so the file says where its trials ran without picking one of them."""
-    if not machines:
-        return None
-    shared = {}
-    for key in dict.fromkeys(key for machine in machines for key in machine):
-        values = [machine.get(key) for machine in machines]
-        distinct = [value for index, value in enumerate(values) if value not in values[:index]]
-        shared[key] = distinct[0] if len(distinct) == 1 else distinct
-    return shared
 
 
 def main(argv: list[str] | None = None) -> int:

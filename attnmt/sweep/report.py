@@ -32,7 +32,7 @@ from attnmt.provenance import code_state, with_content_hash
 from attnmt.runlog import read_metrics
 from attnmt.sweep.spec import load_plan, trial_axes
 from attnmt.sweep.store import Store, default_url, shown_url
-from attnmt.utils import UserError, write_text_atomic
+from attnmt.utils import UserError, shared_machine, write_text_atomic
 
 # Which trial stands for a config when several did (retries, duplicates): the first state found.
 PREFERENCE = ("COMPLETE", "RUNNING", "WAITING", "PRUNED", "FAIL")
@@ -276,8 +276,8 @@ def _raw_results(name: str, rows: list[dict], command: str | None) -> dict[str, 
     return {
         "study": name,
         "command": " && ".join([*sweep_commands, *([command] if command else [])]),
-        # the machine of the trials when they all ran on one kind; each trial names its own
-        "machine": machines[0] if machines and all(m == machines[0] for m in machines) else None,
+        # the trials' machines as one record, each difference listed; each trial names its own
+        "machine": shared_machine(machines),
         # the code of the report itself; each trial records the code that trained it
         "code_at_report": code_state(),
         "trials": trials,
