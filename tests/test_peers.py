@@ -181,12 +181,16 @@ def test_the_attnmt_system_is_opennmt_pys_model():
         sum(p.numel() for p in build_model(shapes, 5000, vocabulary).parameters()) for shapes in (ours, theirs)
     ]
     assert parameters[0] == parameters[1], parameters
-    earlier, wanted = Attnmt(name="attnmt-tanh").arithmetic_shapes(setup).model_dump(), theirs.model_dump()
-    # the earlier races' model: OpenNMT-py's shapes, but not its function
-    assert {key for key, value in earlier.items() if value != wanted[key]} - NOT_SHAPES == {
-        "attentional_tanh",
-        "attention_bias",
-    }
+    wanted = theirs.model_dump()
+
+    def differences(name):
+        earlier = Attnmt(name=name).arithmetic_shapes(setup).model_dump()
+        return {key for key, value in earlier.items() if value != wanted[key]} - NOT_SHAPES
+
+    # the earlier races' models: OpenNMT-py's shapes, but not its function, or not its training
+    assert differences("attnmt-tanh") == {"attentional_tanh", "attention_bias", "feed_dropout"}
+    assert differences("attnmt-feed-before-dropout") == {"feed_dropout"}
+    assert ours.feed_dropout  # in training OpenNMT-py feeds the next step the dropped attentional vector
     cheaper = Attnmt(name="attnmt-bahdanau").arithmetic_shapes(setup)
     assert flop_rates(cheaper, vocabulary).per_target_token < flop_rates(ours, vocabulary).per_target_token
     with pytest.raises(ValueError, match="unknown attnmt system"):
@@ -496,7 +500,8 @@ def test_unknown_system_names_list_the_valid_ones(capsys):
         peers_cli.parse_args(["speed", "--systems", "attnmt,fairseq"])
     assert exited.value.code == 2
     assert (
-        "unknown system fairseq; valid names: attnmt, attnmt-bahdanau, attnmt-tanh, opennmt-py, joeynmt, "
+        "unknown system fairseq; valid names: attnmt, attnmt-bahdanau, attnmt-tanh, attnmt-feed-before-dropout, "
+        "opennmt-py, joeynmt, "
         "attnmt-recipe, opennmt-py-recipe" in capsys.readouterr().err
     )
 

@@ -60,6 +60,7 @@ SYSTEMS = {
     "attnmt": ("benchmarks.peers.attnmt_peer", "Attnmt"),
     "attnmt-bahdanau": ("benchmarks.peers.attnmt_peer", "Attnmt"),
     "attnmt-tanh": ("benchmarks.peers.attnmt_peer", "Attnmt"),
+    "attnmt-feed-before-dropout": ("benchmarks.peers.attnmt_peer", "Attnmt"),
     "opennmt-py": ("benchmarks.peers.opennmt", "OpenNMT"),
     "joeynmt": ("benchmarks.peers.joeynmt", "JoeyNMT"),
     "attnmt-recipe": ("benchmarks.peers.attnmt_peer", "Attnmt"),
@@ -67,8 +68,10 @@ SYSTEMS = {
     "opennmt-py-adam-recipe": ("benchmarks.peers.opennmt", "OpenNMTAdamRecipe"),
 }
 RECIPES = [name for name in SYSTEMS if name.endswith("-recipe")]
-# Raced by default: the Setup's systems, but for the one kept only to reproduce earlier races.
-DEFAULT_SYSTEMS = [name for name in SYSTEMS if name not in RECIPES and name != "attnmt-tanh"]
+# Kept only to reproduce earlier races: what the `attnmt` system was when they ran.
+EARLIER_ATTNMT = ["attnmt-tanh", "attnmt-feed-before-dropout"]
+# Raced by default: the Setup's systems, but for the earlier ones.
+DEFAULT_SYSTEMS = [name for name in SYSTEMS if name not in RECIPES and name not in EARLIER_ATTNMT]
 DEFAULT_JSON = {
     "speed": Path("benchmarks/results/peers-speed.json"),
     "quality": Path("docs/results/peers-quality-identical.json"),

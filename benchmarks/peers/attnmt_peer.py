@@ -45,6 +45,19 @@ ARCHITECTURES = {
         "attention": "additive",
         "attention_bias": True,
         "attentional_tanh": False,
+        "feed_dropout": True,
+        "bridge": "copy",
+        "init": "uniform",
+    },
+    # What `attnmt` was until its training fed the next step as OpenNMT-py's does: the attentional
+    # vector before dropout, where OpenNMT-py feeds the dropped one its output layer reads. The
+    # second identical-model race ran it.
+    "attnmt-feed-before-dropout": {
+        "decoder": "luong",
+        "input_feeding": True,
+        "attention": "additive",
+        "attention_bias": True,
+        "attentional_tanh": False,
         "bridge": "copy",
         "init": "uniform",
     },
@@ -77,10 +90,16 @@ NOTES = {
         "OpenNMT-py's architecture and function: Luong decoder step with input feeding (the GRU reads "
         "[E y_{t-1}; previous attentional vector h~_{t-1}]), its new state h_t queries additive (MLP) attention "
         "of size 512 with a bias in its score, v^T tanh(W_q h_t + b + U h_j); h~_t = W_c [c_t; h_t] of 512, "
-        "with no tanh, feeds Linear(512, V) and the next step; the decoder starts from the concatenated final "
-        "forward and backward encoder states (bridge copy, OpenNMT-py's default); weights from U(-0.1, 0.1) "
+        "with no tanh, after dropout in training, feeds Linear(512, V) and the next step (OpenNMT-py's decoder "
+        "feeds the dropped vector too); the decoder starts from the concatenated final forward and backward "
+        "encoder states (bridge copy, OpenNMT-py's default); weights from U(-0.1, 0.1) "
         "(OpenNMT-py's param_init 0.1). OpenNMT-py's h~_t has a bias too (512 parameters more there), which "
         "the next layers' biases absorb but for dropout: its converted weights decode identically"
+    ),
+    "attnmt-feed-before-dropout": (
+        "OpenNMT-py's model and function, trained as `attnmt` but feeding the next step h~_t before "
+        "dropout, where OpenNMT-py feeds the dropped h~_t its output layer reads; the same function at "
+        "inference, another in training (the second identical-model race ran it as `attnmt`)"
     ),
     "attnmt-tanh": (
         "OpenNMT-py's shapes with Luong's attentional vector: as `attnmt`, but h~_t = tanh(W_c [c_t; h_t]) "

@@ -107,9 +107,10 @@ class OpenNMT(PeerSystem):
         return python
 
     def arithmetic_shapes(self, setup: Setup) -> ModelConfig:
-        # its mlp attention: a bias in the score, no tanh on the attentional vector
+        # its mlp attention: a bias in the score, no tanh on the attentional vector; in training its
+        # decoder feeds the next step the attentional vector after dropout, the one its output layer reads
         shapes = input_feeding_mlp_shapes(setup, bridge="copy")
-        return shapes.model_copy(update={"attention_bias": True, "attentional_tanh": False})
+        return shapes.model_copy(update={"attention_bias": True, "attentional_tanh": False, "feed_dropout": True})
 
     def train_options(self, setup: Setup, work: Path) -> dict:
         """Everything but train_steps and save_checkpoint_steps, which the probe gets per run."""
