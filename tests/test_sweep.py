@@ -25,7 +25,7 @@ from attnmt import train
 from attnmt.cli import main
 from attnmt.config import TrainConfig
 from attnmt.runlog import read_metrics
-from attnmt.sweep.report import end_train_loss, report
+from attnmt.sweep.report import _raw_results, end_train_loss, report
 from attnmt.sweep.run import run_sweep
 from attnmt.sweep.spec import SET_BY_SWEEP, flatten, load_plan
 from attnmt.sweep.store import Store, default_url
@@ -96,6 +96,15 @@ def test_a_2x2_grid_runs_to_completion_with_sqlite(grid_2x2):
         run_dir = sweep_dir / attrs["run_dir"]
         assert (run_dir / "config.yaml").is_file() and (run_dir / "checkpoints" / "index.json").is_file()
         assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["threads"] == 1
+
+
+def test_the_raw_results_of_trials_on_machines_that_differ_name_each_difference():
+    """A study whose seeds ran on two processors keeps one machine record listing both, not none."""
+    intel = {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2, "threads": 1}
+    amd = intel | {"cpu": "AMD EPYC"}
+    rows = [{"name": name, "metrics": [], "config": {}, "machine": m} for name, m in (("a", intel), ("b", amd))]
+    assert _raw_results("s", rows, None)["machine"] == {"cpu": [intel["cpu"], "AMD EPYC"], "cores": 2, "threads": 1}
+    assert _raw_results("s", rows[:1], None)["machine"] == intel
 
 
 def test_rerunning_a_finished_sweep_trains_nothing(grid_2x2):
