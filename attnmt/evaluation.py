@@ -198,6 +198,18 @@ class Tuning:
     split: str
     trials: list[dict]
 
+    def largest_chosen(self) -> list[str]:
+        """The settings ("beam size", "length penalty") whose chosen value is the largest of
+        several tried: the grid's edge, beyond which a larger value might score higher still."""
+        beams = {t["beam_size"] for t in self.trials}
+        penalties = {t["length_penalty"] for t in self.trials if t["beam_size"] > 1}
+        chosen = []
+        if len(beams) > 1 and self.options.beam_size == max(beams):
+            chosen.append("beam size")
+        if self.options.beam_size > 1 and len(penalties) > 1 and self.options.length_penalty == max(penalties):
+            chosen.append("length penalty")
+        return chosen
+
 
 TUNE_BEAMS = (1, 3, 5, 10)
 TUNE_PENALTIES = (0.0, 0.5, 1.0, 1.5, 2.0)
@@ -276,6 +288,9 @@ def choose_search(
         translator, valid(), beams=beams, penalties=penalties, stopping=stopping, min_length=min_length, say=say
     )
     say(f"tuned on valid: beam {tuning.options.beam_size}, length penalty {tuning.options.length_penalty}")
+    for setting in tuning.largest_chosen():  # the best may lie past the grid
+        flag = "--tune-beams" if setting == "beam size" else "--tune-penalties"
+        say(f"the {setting} chosen is the largest tried: a larger one may score higher ({flag} widens the grid)")
     return tuning
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,8 +18,9 @@ from safetensors.torch import load_file
 
 from attnmt.average import average_checkpoints, choose_checkpoints
 from attnmt.ensemble import Ensemble
-from attnmt.evaluation import evaluate, split_examples, tune_search
+from attnmt.evaluation import Tuning, choose_search, evaluate, split_examples, tune_search
 from attnmt.loading import ModelSpec, load
+from attnmt.search.options import SearchOptions
 from attnmt.translate import Translator
 from attnmt.utils import UserError
 
@@ -187,9 +189,44 @@ def test_tuning_tries_every_setting_on_valid_and_keeps_the_best(reverse_run):
     )
 
 
+@pytest.mark.parametrize(
+    ("beam", "penalty", "at_edge"),
+    [
+        (1, 1.0, []),  # greedy: the penalty was not tuned, and 1 is the smallest beam
+        (2, 0.0, []),
+        (2, 2.0, ["length penalty"]),
+        (3, 0.0, ["beam size"]),
+        (3, 2.0, ["beam size", "length penalty"]),
+    ],
+)
+def test_tuning_names_each_setting_chosen_at_the_largest_value_tried(beam, penalty, at_edge):
+    trials = [{"beam_size": 1, "length_penalty": 1.0, "bleu": 1.0}]
+    trials += [{"beam_size": b, "length_penalty": a, "bleu": 1.0} for b in (2, 3) for a in (0.0, 2.0)]
+    chosen = SearchOptions(beam_size=beam, length_penalty=penalty)
+    assert Tuning(chosen, "valid", trials).largest_chosen() == at_edge
+    one_penalty = [t for t in trials if t["length_penalty"] != 2.0 or t["beam_size"] == 1]
+    assert "length penalty" not in Tuning(chosen, "valid", one_penalty).largest_chosen()  # a grid of one has no edge
+
+
+@pytest.mark.parametrize(("sign", "warnings"), [(1, 2), (-1, 0)])
+def test_tuning_says_when_its_choice_is_the_largest_value_tried(reverse_run, monkeypatch, sign, warnings):
+    translator = load(ModelSpec(reverse_run))
+
+    def valid_bleu(translator, examples, options):  # grows (or shrinks) with both settings
+        return SimpleNamespace(bleu=SimpleNamespace(score=sign * (options.beam_size + options.length_penalty)))
+
+    monkeypatch.setattr("attnmt.evaluation.evaluate", valid_bleu)
+    said: list[str] = []
+    tuning = choose_search(
+        translator, tune=True, tune_beams=[1, 2], tune_penalties=[0.0, 1.0], valid=lambda: ["x"], say=said.append
+    )
+    assert tuning.options.beam_size == (2 if sign > 0 else 1)
+    assert sum("chosen is the largest tried" in line for line in said) == warnings
+
+
 def test_evaluate_tune_scores_test_with_the_setting_chosen_on_valid(reverse_run, tmp_path, capsys):
     out_dir = tmp_path / "eval"
-    run_ok(
+    said = run_ok(
         capsys,
         "evaluate",
         str(reverse_run),
@@ -210,6 +247,10 @@ def test_evaluate_tune_scores_test_with_the_setting_chosen_on_valid(reverse_run,
         best["beam_size"],
         best["length_penalty"],
     )
+    # the tuning says when its choice sits at the largest value tried (beams 1,2; penalties 0,1)
+    assert ("the beam size chosen is the largest tried" in said) == (best["beam_size"] == 2)
+    at_largest_penalty = best["beam_size"] == 2 and best["length_penalty"] == 1
+    assert ("the length penalty chosen is the largest tried" in said) == at_largest_penalty
     valid = run_ok(
         capsys,
         "evaluate",
