@@ -62,7 +62,7 @@ def reference_best_finished(model, source: list[int], options: SearchOptions) ->
         for log_prob, tokens, state in live:
             prev = torch.tensor([tokens[-1] if tokens else BOS])
             step_log_probs, next_state, _ = model.next_log_probs(prev, state, memory)
-            step_log_probs = never_generated(step_log_probs)[0]
+            step_log_probs = never_generated(step_log_probs)[0].detach()  # a reference: no gradient to keep
             for token in [EOS] if step + 1 >= limit else range(step_log_probs.numel()):
                 candidates.append((log_prob + float(step_log_probs[token]), [*tokens, token], next_state))
         top = sorted((c for c in candidates if c[0] > float("-inf")), key=lambda c: -c[0])[: options.beam_size]
