@@ -247,7 +247,9 @@ def test_evaluate_tune_scores_test_with_the_setting_chosen_on_valid(reverse_run,
         best["beam_size"],
         best["length_penalty"],
     )
-    # the tuning says when its choice sits at the largest value tried (beams 1,2; penalties 0,1)
+    # the tuning says when its choice sits at the largest value tried (beams 1,2; penalties 0,1),
+    # on the channel that carries its other lines
+    assert "tuned on valid: beam" in said
     assert ("the beam size chosen is the largest tried" in said) == (best["beam_size"] == 2)
     at_largest_penalty = best["beam_size"] == 2 and best["length_penalty"] == 1
     assert ("the length penalty chosen is the largest tried" in said) == at_largest_penalty
