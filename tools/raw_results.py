@@ -115,7 +115,6 @@ LEGACY: dict[str, str] = {
     "docs/results/data-stats.json": "no content hash",
     "docs/results/decoder-scorer-attention.json": "dirty, its paths not recorded; no content hash",
     "docs/results/decoder-scorer.json": "no commit recorded; no content hash; 24 trials without a record of their code",
-    "docs/results/demo-evaluation.json": "no commit recorded; no content hash",
     "docs/results/distillation-runs.json": "no content hash",
     "docs/results/initialization-attention.json": "no commit recorded; no content hash",
     "docs/results/initialization-parts.json": "dirty, its paths not recorded; no content hash",
