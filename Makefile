@@ -50,7 +50,7 @@ docs: $(VENV)/.installed-dev
 notebook: $(VENV)/.installed-dev
 	$(PY) notebooks/execute.py
 
-# Train English->French (Tatoeba, short sentences) for ~7 minutes on the CPU, then report test
+# Train English->French (Tatoeba, short sentences) for 4 to 6 minutes on the CPU, then report test
 # BLEU and show translations with their attention. A finished run is reused, never overwritten.
 demo: $(VENV)/.installed-base
 	$(VENV)/bin/attnmt demo   # the same as a pip user's `attnmt demo`: train (once), evaluate, translate
