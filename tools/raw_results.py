@@ -112,7 +112,6 @@ LEGACY: dict[str, str] = {
     "benchmarks/results/speed-cpu.json": "no commit recorded; no content hash",
     "benchmarks/results/speed-h100.json": "no commit recorded; no content hash",
     "benchmarks/results/steering-cpu.json": "no content hash",
-    "docs/results/data-stats.json": "no content hash",
     "docs/results/decoder-scorer-attention.json": "dirty, its paths not recorded; no content hash",
     "docs/results/decoder-scorer.json": "no commit recorded; no content hash; 24 trials without a record of their code",
     "docs/results/distillation-runs.json": "no content hash",
