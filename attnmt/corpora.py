@@ -29,6 +29,7 @@ from attnmt.parallel_files import (
     user_files,
 )
 from attnmt.splits import CorpusSplits, CorpusStream, assemble, streamed
+from attnmt.textfiles import read_lines
 from attnmt.utils import UserError
 
 TATOEBA_ATTRIBUTION = (
@@ -102,6 +103,26 @@ def _multi30k_paths(cfg: DataConfig) -> list[tuple[Path, Path]]:
     else:
         train = paths("train")
     return [train, paths(cfg.valid_split), paths(cfg.test_split)]
+
+
+def tokenized_references(cfg: DataConfig, split: str) -> dict[str, str] | None:
+    """The dataset's own tokenized references of the run's "valid" or "test" split: each target
+    line as the corpus reads it (stripped) -> the same line lowercased, punctuation-normalized and
+    Moses-tokenized (`multi30k/tok/`, found or fetched by `download.locate`), the references of
+    the papers' tokenized BLEU. None for a corpus that ships none (every one but Multi30k).
+    A raw line that occurs twice with two tokenizations keeps the first (none does in Multi30k)."""
+    if cfg.corpus != "multi30k" or split not in ("valid", "test"):
+        return None
+    name = cfg.valid_split if split == "valid" else cfg.test_split
+    _check_multi30k_split(name, f"{split}_split", cfg)
+    raw = read_lines(locate(f"multi30k/{name}.{cfg.tgt_lang}.gz", cfg.data_dir))
+    tokenized = read_lines(locate(f"multi30k/tok/{name}.lc.norm.tok.{cfg.tgt_lang}", cfg.data_dir))
+    if len(raw) != len(tokenized):
+        raise UserError(f"multi30k/tok/{name}.lc.norm.tok.{cfg.tgt_lang}: {len(tokenized)} lines, expected {len(raw)}")
+    found: dict[str, str] = {}
+    for line, tokens in zip(raw, tokenized, strict=True):
+        found.setdefault(line.strip(), tokens.strip())
+    return found
 
 
 def _stream_multi30k(cfg: DataConfig) -> CorpusStream:

@@ -58,6 +58,20 @@ _MULTI30K_SHA256 = {
     "val.en": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
     "val.fr": "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9",
 }
+# The dataset's own lowercased, punctuation-normalized, Moses-tokenized validation and test references
+# (data/task1/tok, uncompressed there): what the papers' tokenized BLEU is scored against.
+_MULTI30K_TOK_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/tok/{name}"
+_MULTI30K_TOK_SHA256 = {
+    "test_2016_flickr.lc.norm.tok.de": "c6a33d39d48f9f510de147651316cd9d918e09ad0219df734a2f16b6baccacc4",
+    "test_2016_flickr.lc.norm.tok.en": "5b7f32627cf99eced828311b955dae9800bb52bc8b91cf8b6526829e605b29d2",
+    "test_2016_flickr.lc.norm.tok.fr": "1463bd5960f9bfe098ec3cd752d3df0c49c84dc646fb518964a29232658cd836",
+    "test_2017_flickr.lc.norm.tok.de": "02067e4a9402786a4fcb8c1b6f4307e4a5073ced64800abead5273b54f5f31f6",
+    "test_2017_flickr.lc.norm.tok.en": "c9d1dfd7a26add989382e534af235af9f0f658b2a30e7eb0efdaf142496ee54f",
+    "test_2017_flickr.lc.norm.tok.fr": "c0583117a47b31e8a6c6a97cfe8de153e462074668f4e994764fcc80b21d33b4",
+    "val.lc.norm.tok.de": "97232bd273eceb7207f689527386a97e4be2616b18ada47576bdaf96c8ae1f00",
+    "val.lc.norm.tok.en": "46573ce391ae227f1c72f873392436a20ef18e0a6d518098cfbd70b77c8572ec",
+    "val.lc.norm.tok.fr": "b303e301aa21fe7822a846b2b3fb2d5a1121ec807cd5b1d006fb7b2b5507168a",
+}
 # Local name -> source. Tests (or a user with a mirror) replace entries here.
 REMOTE_FILES: dict[str, RemoteFile] = {
     # d2l.ai's copy of the 2019-04-07 manythings.org release, with the sha1 d2l publishes.
@@ -71,6 +85,10 @@ REMOTE_FILES: dict[str, RemoteFile] = {
         f"multi30k/{name}.gz": RemoteFile(_MULTI30K_URL.format(name=name), "sha256", digest)
         for name, digest in _MULTI30K_SHA256.items()
     },
+    **{
+        f"multi30k/tok/{name}": RemoteFile(_MULTI30K_TOK_URL.format(name=name), "sha256", digest)
+        for name, digest in _MULTI30K_TOK_SHA256.items()
+    },
 }
 
 
@@ -82,11 +100,11 @@ def cache_root() -> Path:
 def locate(name: str, data_dir: str | os.PathLike | None = None) -> Path:
     """Path of the built-in corpus file `name` (e.g. "multi30k/train.en.gz"), downloaded if need be.
 
-    Looks in `data_dir`, `$ATTNMT_DATA` and the cache, in that order; a `.gz` file may also be
-    there uncompressed (e.g. `tatoeba-eng-fra/fra.txt`).
+    Looks in `data_dir`, `$ATTNMT_DATA` and the cache, in that order; a file may be there gzipped
+    or not, whichever way its name has it (`tatoeba-eng-fra/fra.txt` for `fra.txt.gz`).
     """
     roots = [Path(root) for root in (data_dir, os.environ.get("ATTNMT_DATA"), cache_root()) if root]
-    candidates = [name, name.removesuffix(".gz")] if name.endswith(".gz") else [name]
+    candidates = [name, name.removesuffix(".gz")] if name.endswith(".gz") else [name, f"{name}.gz"]
     for root in roots:
         for candidate in candidates:
             if (root / candidate).is_file():

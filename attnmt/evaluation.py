@@ -5,19 +5,20 @@ only when it scores close to float32) and `shortlist_check` (a new vocabulary sh
 the whole vocabulary).
 
 `evaluate` translates the sources, then scores the detokenized text with sacreBLEU's BLEU and
-chrF, the tokenized-lowercased BLEU of older papers, and BLEU by source length.
+chrF, tokenized lowercased BLEU (the papers' Moses-tokenized figure where the corpus ships
+tokenized references, Multi30k; on attnmt's word tokens always), and BLEU by source length.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnmt.checkpoint import training_summary
 from attnmt.config import DataConfig
-from attnmt.corpora import load_corpus
+from attnmt.corpora import load_corpus, tokenized_references
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import (
     DEFAULT_LENGTH_BUCKETS,
@@ -27,6 +28,7 @@ from attnmt.metrics import (
     bleu,
     bleu_by_length,
     chrf,
+    moses_bleu,
     paired_bootstrap,
     tokenized_bleu,
 )
@@ -49,9 +51,10 @@ class Evaluation:
     hypotheses: list[str]
     bleu: Score
     chrf: Score
-    tokenized_bleu: Score
+    tokenized_bleu: Score  # on attnmt's word tokens
     by_length: list[BucketScore]
     lowercase: bool = False  # the model's data.lowercase, which BLEU and chrF used
+    moses_bleu: Score | None = None  # the papers' metric, where the corpus ships tokenized references
 
     def figures(self) -> dict:
         """The numbers as plain JSON-ready values."""
@@ -67,6 +70,15 @@ class Evaluation:
             "tokenized_bleu_signature": self.tokenized_bleu.signature,
             # on the tokens tokenized BLEU reads, where a word model's <unk> is one token
             "tokenized_length_ratio": self.tokenized_bleu.length_ratio,
+            **(
+                {
+                    "moses_bleu": self.moses_bleu.score,
+                    "moses_bleu_signature": self.moses_bleu.signature,
+                    "moses_length_ratio": self.moses_bleu.length_ratio,
+                }
+                if self.moses_bleu
+                else {}
+            ),
             "bleu_by_length": [
                 {"bucket": b.label, "low": b.low, "high": b.high, "sentences": b.sentences, "bleu": b.bleu}
                 for b in self.by_length
@@ -80,12 +92,15 @@ def evaluate(
     options: SearchOptions | None = None,
     *,
     length_buckets: Sequence[int] = DEFAULT_LENGTH_BUCKETS,
+    tokenized: Mapping[str, str] | None = None,
 ) -> Evaluation:
     """Translate the examples' sources (searched as `options` say; default: the run's decode
     settings) and score them against all their references.
 
     Source lengths for the buckets are word tokens (whatever the model's tokenizer), and the
-    tokenized BLEU word-tokenizes and lowercases both sides, so both compare across models.
+    word-token BLEU word-tokenizes and lowercases both sides, so both compare across models.
+    `tokenized` (each raw reference -> the dataset's own tokenized line, `corpora.tokenized_references`)
+    adds the papers' Moses-tokenized BLEU; a reference it lacks is a UserError naming it.
     """
     if not examples:
         raise UserError("no sentences to evaluate on")
@@ -95,6 +110,13 @@ def evaluate(
     translations = translator.translate(sources, options)
     hypotheses = [t.text for t in translations]
     words = WordTokenizer(data.tgt_lang, lowercase=True, keep=[SPECIALS[UNK]])  # a word model's <unk>: one token
+    papers = None
+    if tokenized is not None:
+        missing = next((ref for refs in references for ref in refs if ref.strip() not in tokenized), None)
+        if missing is not None:
+            raise UserError(f"no tokenized reference for {missing!r}: the references are not the dataset's")
+        tokenized_refs = [[tokenized[ref.strip()] for ref in refs] for refs in references]
+        papers = moses_bleu(hypotheses, tokenized_refs, data.tgt_lang)
     return Evaluation(
         sources=sources,
         references=references,
@@ -112,6 +134,7 @@ def evaluate(
             lowercase=data.lowercase,
         ),
         lowercase=data.lowercase,
+        moses_bleu=papers,
     )
 
 
@@ -157,13 +180,15 @@ def evaluate_runs(
     examples_for: Callable[[Translator], Sequence[Example]],
     *,
     options_for: Callable[[Translator], SearchOptions | Tuning] | None = None,
+    tokenized_for: Callable[[Translator], Mapping[str, str] | None] = lambda translator: None,
     bootstrap_samples: int = 1000,
     say: Say = silent,
 ) -> list[RunEvaluation]:
     """Evaluate each system (a run, or an ensemble of runs; one in memory at a time) on
     `examples_for(translator)`, searched as `options_for(translator)` says (SearchOptions, or a
     Tuning that chose them; default: each run's decode settings); then, when all systems were
-    scored on the same sentences and references, the paired bootstrap against the first."""
+    scored on the same sentences and references, the paired bootstrap against the first.
+    `tokenized_for(translator)`: the dataset's tokenized references, for the papers' BLEU."""
     if bootstrap_samples < 1:
         raise UserError(f"need at least 1 bootstrap sample, got {bootstrap_samples}", field="bootstrap")
     results = []
@@ -182,7 +207,7 @@ def evaluate_runs(
         if tuning:
             search |= {"tuned_on": tuning.split, "trials": tuning.trials}
         members = [str(member) for member in translator.members] if len(spec.paths) > 1 else []
-        evaluation = evaluate(translator, examples, options)
+        evaluation = evaluate(translator, examples, options, tokenized=tokenized_for(translator))
         results.append(RunEvaluation(name, translator.checkpoint, evaluation, search=search, members=members))
     bootstrap = significance([(r.name, r.evaluation) for r in results], bootstrap_samples)
     for result, compared in zip(results, bootstrap or (None,) * len(results), strict=True):
@@ -341,3 +366,12 @@ def split_examples(data: DataConfig, split: str, *, cache: dict | None = None) -
     if key not in cache:
         cache[key] = load_corpus(data)
     return getattr(cache[key], split)
+
+
+def split_tokenized(data: DataConfig, split: str, *, cache: dict | None = None) -> dict[str, str] | None:
+    """`corpora.tokenized_references` of a run's split, read once per data config into `cache`."""
+    cache = {} if cache is None else cache
+    key = ("tokenized", split, data.model_dump_json())
+    if key not in cache:
+        cache[key] = tokenized_references(data, split)
+    return cache[key]

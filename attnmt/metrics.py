@@ -5,8 +5,14 @@
   may have any number of references (Tatoeba has up to dozens); sacreBLEU takes them as
   reference streams padded with None (`nrefs:var` in the signature).
 - `sentence_chrf`: chrF of each sentence alone, to rank a test set's translations.
-- `tokenized_bleu`: BLEU on our own tokens, lowercased (tokenize=none), which is what older
-  papers and tutorials report (multi-bleu.perl style); never compare it with sacreBLEU's.
+- `moses_bleu`: the papers' tokenized, lowercased BLEU (multi-bleu.perl's figure): hypotheses
+  lowercased, punctuation-normalized and tokenized by the Moses tokenizer itself (sacremoses,
+  escaped as Moses escapes), scored against the dataset's own tokenized references (Multi30k
+  ships them). Named `BLEU moses-tok-lc`; never compare it with sacreBLEU's.
+- `tokenized_bleu`: BLEU on attnmt's own word tokens, lowercased (tokenize=none), named
+  `BLEU word-tok-lc`: the tokenized figure where no tokenized references exist. The word
+  tokens follow the Moses rules on most lines of Multi30k's test sets, not on all (they differ on
+  abbreviations), so it is close to `moses_bleu`, not the same.
 - `bleu_by_length`: BLEU per source-length bucket (Bahdanau et al. 2015, Figure 2).
 - `paired_bootstrap`: sacreBLEU's paired bootstrap resampling between systems.
 
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from sacrebleu.metrics import BLEU, CHRF
+from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
 from attnmt.utils import UserError
 
@@ -89,14 +96,47 @@ def sentence_chrf(hypotheses: Sequence[str], references: References, lowercase: 
 def tokenized_bleu(
     hypothesis_tokens: Sequence[Sequence[str]], reference_tokens: Sequence[Sequence[Sequence[str]]]
 ) -> Score:
-    """BLEU on our tokens, lowercased (the multi-bleu.perl figure older papers report)."""
+    """BLEU on attnmt's word tokens, lowercased: tokenized BLEU where no tokenized references exist."""
     _check(hypothesis_tokens, reference_tokens)
     metric = BLEU(tokenize="none", lowercase=True, force=True)
     hypotheses = [" ".join(tokens) for tokens in hypothesis_tokens]
     references = [[" ".join(tokens) for tokens in refs] for refs in reference_tokens]
     result = metric.corpus_score(hypotheses, _streams(references))
     ratio = result.sys_len / result.ref_len if result.ref_len else None
-    return Score("BLEU-tok-lc", result.score, str(metric.get_signature()), str(result), ratio)
+    return Score("BLEU word-tok-lc", result.score, str(metric.get_signature()), str(result), ratio)
+
+
+def moses_tokenized(text: str, lang: str) -> str:
+    """`text` as a Multi30k `lc.norm.tok` file has it: lowercased, then punctuation-normalized, then
+    Moses-tokenized with the language's rules, `&`, `'`, `"` and the like escaped as `&amp;`,
+    `&apos;`, `&quot;` (the dataset's pipeline: lowercase.perl, normalize-punctuation.perl -l,
+    tokenizer.perl -l, without -a). Tokens are joined by single spaces."""
+    normalized = _moses(MosesPunctNormalizer, lang).normalize(text.lower())
+    return " ".join(_moses(MosesTokenizer, lang).tokenize(normalized, escape=True))
+
+
+def _moses(kind: type, lang: str):
+    key = (kind, lang)
+    if key not in _MOSES:  # building one reads its language's files and compiles its rules
+        _MOSES[key] = kind(lang=lang)
+    return _MOSES[key]
+
+
+_MOSES: dict[tuple[type, str], object] = {}
+
+
+def moses_bleu(hypotheses: Sequence[str], tokenized_references: References, lang: str) -> Score:
+    """The papers' tokenized, lowercased BLEU: each hypothesis `moses_tokenized` in `lang`, then BLEU
+    on whitespace tokens (sacreBLEU with tokenize=none, as multi-bleu.perl counts) against
+    `tokenized_references`, the dataset's own lowercased, normalized, Moses-tokenized lines. The
+    signature says so: case:lc, tok:moses-LANG, refs:dataset-tok."""
+    _check(hypotheses, tokenized_references)
+    metric = BLEU(tokenize="none", force=True)
+    tokenized = [moses_tokenized(hypothesis, lang) for hypothesis in hypotheses]
+    result = metric.corpus_score(tokenized, _streams(tokenized_references))
+    ratio = result.sys_len / result.ref_len if result.ref_len else None
+    signature = str(metric.get_signature()).replace("case:mixed", "case:lc").replace("tok:none", f"tok:moses-{lang}")
+    return Score("BLEU moses-tok-lc", result.score, f"{signature}|refs:dataset-tok", str(result), ratio)
 
 
 def perplexity(loss_sum: float, tokens: int) -> float:

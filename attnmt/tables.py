@@ -48,12 +48,15 @@ def scores_table(results: list, title: str) -> Table:
     table = Table(title=title)
     table.add_column("run", overflow="fold")
     compared = any(result.bootstrap is not None for result in results)
-    columns = ["sentences", "BLEU", "chrF2", "BLEU tok-lc"] + (["BLEU 95% CI", "p vs first"] if compared else [])
+    papers = all(result.evaluation.moses_bleu is not None for result in results)  # the corpus ships tokenized refs
+    columns = ["sentences", "BLEU", "chrF2", *(["BLEU moses-tok-lc"] if papers else []), "BLEU word-tok-lc"]
+    columns += ["BLEU 95% CI", "p vs first"] if compared else []
     for column in columns:
         table.add_column(column, justify="right", no_wrap=True)
     for result in results:
         evaluation = result.evaluation
-        scores = (evaluation.bleu, evaluation.chrf, evaluation.tokenized_bleu)
+        papers_bleu = [evaluation.moses_bleu] if papers and evaluation.moses_bleu else []
+        scores = [evaluation.bleu, evaluation.chrf, *papers_bleu, evaluation.tokenized_bleu]
         row = [result.name, f"{len(evaluation.hypotheses):,}", *(f"{score.score:.2f}" for score in scores)]
         if compared:
             bootstrap = result.bootstrap

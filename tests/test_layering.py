@@ -50,7 +50,16 @@ ALLOWED = {
     "pair_filters": {"config", "tokenize"},
     "splits": {"utils", "config", "pair_filters"},
     "parallel_files": {"utils", "config", "distillation_record", "splits", "textfiles"},
-    "corpora": {"utils", "config", "distillation_record", "synthetic", "download", "parallel_files", "splits"},
+    "corpora": {
+        "utils",
+        "config",
+        "distillation_record",
+        "synthetic",
+        "download",
+        "parallel_files",
+        "splits",
+        "textfiles",
+    },
     "binarized": {"utils"},
     "codec": {"utils", "config", "download", "tokenize", "vocab"},
     "prepare": {

@@ -8,12 +8,16 @@ from attnmt.metrics import (
     bleu,
     bleu_by_length,
     chrf,
+    moses_bleu,
+    moses_tokenized,
     paired_bootstrap,
     perplexity,
     reference_streams,
     tokenized_bleu,
 )
+from attnmt.textfiles import read_lines
 from attnmt.utils import UserError
+from tests.data_helpers import SHARED_DATA, needs_multi30k
 
 HYPOTHESES = ["the cat sat on the mat .", "he is calm .", "i am at home ."]
 
@@ -91,3 +95,66 @@ def test_evaluation_counts_a_word_models_unk_as_the_one_token_it_wrote():
 
     scored = evaluate(Writes(), [Example("a man runs.", ("Ein Mann läuft.",))])
     assert "hyp_len = 4 ref_len = 4" in scored.tokenized_bleu.detail and scored.tokenized_bleu.length_ratio == 1
+
+
+def test_moses_bleu_on_a_hand_worked_sentence():
+    """The papers' metric lowercases, normalizes punctuation and Moses-tokenizes the hypothesis (the
+    French elision split and escaped, the comma split off) before counting, as the dataset's
+    references were made. By hand, "l&apos; homme , qui court ." against "l&apos; homme , qui court
+    vite .": n-gram precisions 6/6, 4/5, 3/4, 2/3; brevity penalty exp(1 - 7/6)."""
+    assert moses_tokenized("L\u2019homme, qui court.", "fr") == "l&apos; homme , qui court ."
+    scored = moses_bleu(["L\u2019homme, qui court."], [["l&apos; homme , qui court vite ."]], "fr")
+    by_hand = math.exp(1 - 7 / 6) * (6 / 6 * 4 / 5 * 3 / 4 * 2 / 3) ** (1 / 4) * 100
+    assert scored.score == pytest.approx(by_hand, abs=1e-9)
+    assert scored.length_ratio == pytest.approx(6 / 7)
+    assert scored.name == "BLEU moses-tok-lc"
+    assert all(part in scored.signature for part in ("case:lc", "tok:moses-fr", "refs:dataset-tok"))
+
+
+def test_moses_bleu_escapes_as_the_references_do():
+    """A quote in the output is `&quot;` in the dataset's references: unescaped, it would not match."""
+    assert moses_tokenized('Er sagt "Hallo" & geht.', "de") == "er sagt &quot; hallo &quot; &amp; geht ."
+    scored = moses_bleu(['Er sagt "Hallo" & geht.'], [["er sagt &quot; hallo &quot; &amp; geht ."]], "de")
+    assert scored.score == pytest.approx(100)
+
+
+@needs_multi30k
+@pytest.mark.parametrize("lang", ["de", "fr"])
+def test_moses_tokenized_remakes_the_datasets_tokenized_references(lang):
+    """The pipeline is the dataset's own: the raw test2016 references, through `moses_tokenized`,
+    are its tokenized file again on all but a line or two (Moses's normalizer moves a period out of
+    closing quotes on some lines; the published files were made by an older release)."""
+    raw = read_lines(SHARED_DATA / "multi30k" / f"test_2016_flickr.{lang}.gz")
+    published = read_lines(SHARED_DATA / "multi30k" / "tok" / f"test_2016_flickr.lc.norm.tok.{lang}.gz")
+    differing = sum(moses_tokenized(line, lang) != tokens.strip() for line, tokens in zip(raw, published, strict=True))
+    assert len(raw) == 1000 and differing <= 2
+
+
+@needs_multi30k
+def test_evaluation_scores_the_papers_bleu_against_the_datasets_tokenized_references(monkeypatch):
+    """Multi30k's own tokenized references are found beside its raw files and matched to each
+    example's reference: outputs equal to the references score 100, the word-token figure beside
+    it; a reference the tokenized file does not hold is refused by name."""
+    from types import SimpleNamespace
+
+    from attnmt import corpora
+    from attnmt.config import DataConfig
+    from attnmt.evaluation import evaluate
+
+    monkeypatch.setenv("ATTNMT_DATA", str(SHARED_DATA))
+    data = DataConfig(corpus="multi30k", src_lang="en", tgt_lang="de")
+    examples = corpora.load_corpus(data).test
+    tokenized = corpora.tokenized_references(data, "test")
+    assert corpora.tokenized_references(DataConfig(corpus="tatoeba-eng-fra"), "test") is None
+
+    class Echoes:  # writes each example's reference: the tokenized files must match them line by line
+        config = SimpleNamespace(data=SimpleNamespace(src_lang="en", tgt_lang="de", lowercase=False))
+
+        def translate(self, sources, options):
+            return [SimpleNamespace(text=example.refs[0]) for example in examples][: len(sources)]
+
+    scored = evaluate(Echoes(), examples, tokenized=tokenized)
+    assert scored.moses_bleu is not None and scored.moses_bleu.score == pytest.approx(100)
+    assert scored.figures()["moses_bleu"] == scored.moses_bleu.score and "tokenized_bleu" in scored.figures()
+    with pytest.raises(UserError, match=r"no tokenized reference for 'Zwei Hunde\.'"):
+        evaluate(Echoes(), [examples[0].__class__("two dogs.", ("Zwei Hunde.",))], tokenized=tokenized)

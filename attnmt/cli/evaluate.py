@@ -61,7 +61,7 @@ def evaluated(
 ) -> list:
     """The runs of `add_evaluation_arguments` evaluated on their test set: --src/--ref files, or the
     --split of each run's own corpus (each read once); searched as the arguments say, or tuned."""
-    from attnmt.evaluation import choose_search, evaluate_runs, split_examples
+    from attnmt.evaluation import choose_search, evaluate_runs, split_examples, split_tokenized
     from attnmt.parallel_files import read_test_files  # torch: not loaded to build the parser
 
     if args.ref and not args.src:
@@ -95,7 +95,18 @@ def evaluated(
     if args.fast and tune:
         raise UserError("the fast preset and --tune each choose the search: give one", field="fast")
     systems = fast_specs(args, [spec] if args.ensemble else spec.alone(), console)
-    return evaluate_runs(systems, examples_for, options_for=options_for, bootstrap_samples=bootstrap, say=say)
+
+    def tokenized_for(translator):  # the papers' tokenized references: a corpus's own split only
+        return None if args.src else split_tokenized(translator.config.data, args.split, cache=cache)
+
+    return evaluate_runs(
+        systems,
+        examples_for,
+        options_for=options_for,
+        tokenized_for=tokenized_for,
+        bootstrap_samples=bootstrap,
+        say=say,
+    )
 
 
 def run(args: argparse.Namespace, console: Console) -> None:
@@ -117,7 +128,9 @@ def run(args: argparse.Namespace, console: Console) -> None:
     say = printer(console)  # signatures stay one copyable line
     say(f"BLEU signature: {first.bleu.signature}")
     say(f"chrF signature: {first.chrf.signature}")
-    say(f"BLEU tok-lc signature: {first.tokenized_bleu.signature} (word tokens; not sacreBLEU's)")
+    if first.moses_bleu is not None:
+        say(f"BLEU moses-tok-lc signature: {first.moses_bleu.signature} (the papers' tokenized BLEU; not sacreBLEU's)")
+    say(f"BLEU word-tok-lc signature: {first.tokenized_bleu.signature} (attnmt's word tokens; not sacreBLEU's)")
     if len(results) > 1 and results[0].bootstrap is None:
         console.print("[yellow]runs were evaluated on different test sets: no significance test[/yellow]")
     console.print(length_table(results))
