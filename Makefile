@@ -40,6 +40,7 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n :
 test: lint typecheck
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not notebook"
 	$(PY) -m pytest tests/test_notebook.py -m notebook
+	$(PY) -m tools.quote --share README.md docs/*.md docs/*/*.md
 
 # The documentation site (mkdocs.yml) into site/, every warning an error: a broken link or anchor,
 # a page missing from the navigation, an API reference that does not resolve.

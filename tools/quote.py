@@ -2,6 +2,7 @@
 
     python -m tools.quote README.md docs/performance.md    # rewrite every quoted table and figure
     python -m tools.quote --check README.md ...            # exit 1 if one differs
+    python -m tools.quote --share README.md docs/*.md ...  # the share of figures the rules do not vouch for
 
 A quoted table follows a marker line naming the results file and the table:
 
@@ -30,9 +31,13 @@ A figure computed from two results files names both, joined by a comma, and its 
 with each file's name without `.json` (`a.json,b.json a.runs[0].bleu - b.runs[0].bleu {:+.2f}`).
 A table or figure is refused from a raw result whose code is unknown or was edited while it ran,
 or whose content no longer matches its hash (`tools.raw_results`, which lists the older files
-exempted). `tests/test_results.py` runs the check over the README, docs/ and CHANGELOG.md, so a document
-cannot drift from its data, and fails on a figure that looks measured (two or more decimals, or a
-ratio or share such as `1.4x`, `12%`) with no figure comment: one that is not a result says so,
+exempted), except on a history page (first line `<!-- history: one sentence -->`: figures from
+runs older than the rules), which refuses only a file whose content no longer matches its hash.
+`--share` gives, over the pages named that are not history pages, the share of quotes (a quoted
+table or a figure comment counts one) from a LEGACY or refused file. `tests/test_results.py` runs
+the check over the README, docs/ and CHANGELOG.md, so a document cannot drift from its data, and
+fails on a figure that looks measured (two or more decimals, or a ratio or share such as `1.4x`,
+`12%`) with no figure comment: one that is not a result says so,
 `0.75<!-- not a result: a setting -->`.
 """
 
@@ -70,11 +75,10 @@ from tools.attention_focus import focus_rows
 from tools.distillation_runs import run_rows
 from tools.init_parts import parts_rows
 from tools.multi30k_table import summary_rows, table_rows
-from tools.raw_results import refusal
+from tools.raw_results import FIGURE, MARKER, is_history, refusal, share_report
 from tools.screen_results import screen_table
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"<!-- results: (\S+) (\S+) -->")
 
 
 def _speed_table(index: int) -> Callable[[dict], list[str]]:
@@ -237,11 +241,11 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
 }
 
 
-def _source(path: str) -> dict | ModuleType:
+def _source(path: str, history: bool = False) -> dict | ModuleType:
     """A results file's data, or a Python file (the layering test) loaded as a module without running its tests."""
     file = ROOT / path
     if file.suffix != ".py":
-        refused = refusal(path)  # unknown or edited code, or a file edited by hand (tools.raw_results)
+        refused = refusal(path, history=history)  # unknown or edited code, or edited by hand (tools.raw_results)
         if refused:
             raise ValueError(refused)
         return json.loads(file.read_text(encoding="utf-8"))
@@ -251,12 +255,13 @@ def _source(path: str) -> dict | ModuleType:
     return module
 
 
-def render(path: str, table: str) -> list[str]:
-    """The lines of `table` rendered from the results file `path` (relative to the repository)."""
+def render(path: str, table: str, *, history: bool = False) -> list[str]:
+    """The lines of `table` rendered from the results file `path` (relative to the repository), on a
+    history page if `history`."""
     if table not in RENDERERS:
         raise ValueError(f"unknown table {table!r}; known: {', '.join(RENDERERS)}")
     try:
-        return RENDERERS[table](_source(path))
+        return RENDERERS[table](_source(path, history))
     except (KeyError, IndexError, TypeError) as error:  # a results file older than the table it is quoted in
         raise ValueError(f"{path}: the table {table!r} reads a field this file lacks ({error!r})") from None
 
@@ -274,7 +279,6 @@ def _quoted_length(lines: list[str], start: int) -> int:
 
 # --- figures in prose ----------------------------------------------------------------------------
 
-FIGURE = re.compile(r"<!-- figure: (\S+) (.+?) (\S+) -->")
 _PATH = re.compile(r"[A-Za-z_][\w-]*(?:\.[\w-]+|\[[^\]]*\])*")
 _SEGMENT = re.compile(r"\.?([\w-]+)|\[([^\]]*)\]")
 FUNCTIONS = {
@@ -354,18 +358,18 @@ def evaluate(data, expression: str) -> float:
     return eval(compile(tree, "<figure>", "eval"), {"__builtins__": {}}, names)  # the nodes are checked above
 
 
-def _figure_data(paths: str) -> dict:
+def _figure_data(paths: str, history: bool) -> dict:
     """The data a figure's expression reads: one results file's, or several (`a.json,b.json`) under
     their names without `.json`."""
     files = paths.split(",")
     if len(files) == 1:
-        return _source(files[0])
-    return {Path(file).stem: _source(file) for file in files}
+        return _source(files[0], history)
+    return {Path(file).stem: _source(file, history) for file in files}
 
 
-def render_figure(path: str, expression: str, template: str) -> str:
+def render_figure(path: str, expression: str, template: str, *, history: bool = False) -> str:
     """The figure's text: `template` (`{:.1f}x`) filled with `expression` over the results file(s) `path`."""
-    return template.format(evaluate(_figure_data(path), expression))
+    return template.format(evaluate(_figure_data(path, history), expression))
 
 
 def _figure_pattern(template: str) -> re.Pattern:
@@ -377,13 +381,13 @@ def _figure_pattern(template: str) -> re.Pattern:
     return re.compile(re.escape(prefix) + _NUMBER + re.escape(suffix) + "$")
 
 
-def _requote_figures(line: str, where: str) -> str:
+def _requote_figures(line: str, where: str, history: bool) -> str:
     """`line` with the figure before every figure comment rendered from its results file."""
     out, position = [], 0
     for match in FIGURE.finditer(line):
         try:  # searched in the whole line, so that the text before `position` counts for the sign
             written = _figure_pattern(match[3]).search(line, position, match.start())
-            figure = render_figure(match[1], match[2], match[3])
+            figure = render_figure(match[1], match[2], match[3], history=history)
         except (OSError, ValueError, ZeroDivisionError) as error:
             raise ValueError(f"{where}: {match[1]}: {error}") from None
         if not written:
@@ -397,15 +401,15 @@ def requote(text: str, name: str = "<text>") -> str:
     """`text` with the block after every marker replaced by what its results file renders, and every
     figure in prose by what its expression gives. ValueError names the line of a block not followed by
     a blank line (or `<!-- end results -->`), or of a figure that cannot be rendered."""
-    lines = text.splitlines()
+    lines, history = text.splitlines(), is_history(text)
     out, index = [], 0
     while index < len(lines):
-        out.append(_requote_figures(lines[index], f"{name}:{index + 1}"))
+        out.append(_requote_figures(lines[index], f"{name}:{index + 1}", history))
         match = MARKER.fullmatch(lines[index].strip())
         index += 1
         if match:
             try:
-                out += render(match[1], match[2])
+                out += render(match[1], match[2], history=history)
             except ValueError as error:
                 raise ValueError(f"{name}:{index}: {error}") from None
             index += _quoted_length(lines, index)
@@ -418,7 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.quote", description=__doc__.split("\n\n")[0])
     parser.add_argument("documents", nargs="+", type=Path)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table or figure differs")
+    parser.add_argument("--share", action="store_true", help="change nothing; print the legacy share per page")
     args = parser.parse_args(argv)
+    if args.share:
+        print("\n".join(share_report(args.documents)))
+        return 0
     stale = []
     for document in args.documents:
         text = document.read_text(encoding="utf-8")
