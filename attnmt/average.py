@@ -80,6 +80,15 @@ def average_weights(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
     return {key: (tensor / len(checkpoints)).to(dtypes[key]).contiguous() for key, tensor in total.items()}
 
 
+def _shared_code(codes: list[dict | None]) -> dict | None:
+    """The members' code state (commit, dirty paths) when all record the same one, else None."""
+    keys = (
+        {(code or {}).get("commit") for code in codes},
+        {tuple((code or {}).get("dirty_paths") or []) for code in codes},
+    )
+    return codes[-1] if all(codes) and all(len(key) == 1 for key in keys) else None
+
+
 def average_checkpoints(checkpoints: list[Path], output: str | Path) -> Path:
     """Write the average of `checkpoints` as the checkpoint folder `output`, which must lie in
     the same run's `checkpoints/`; an existing folder there is replaced only once the new one is
@@ -99,6 +108,8 @@ def average_checkpoints(checkpoints: list[Path], output: str | Path) -> Path:
         "elapsed": last.get("elapsed"),
         "tokens": last.get("tokens"),
         "averaged": [checkpoint.name for checkpoint in checkpoints],
+        # the code that trained the members, where they share it: an average is theirs, no more
+        "code": _shared_code([meta.get("code") for meta in metas]),
     }
     with atomic_folder(output) as staging:
         write_weights(staging / WEIGHTS, weights)

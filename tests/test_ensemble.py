@@ -17,6 +17,7 @@ from cli_helpers import run_error, run_ok
 from safetensors.torch import load_file
 
 from attnmt.average import average_checkpoints, choose_checkpoints
+from attnmt.checkpoint import training_summary
 from attnmt.ensemble import Ensemble
 from attnmt.evaluation import Tuning, choose_search, evaluate, split_examples, tune_search
 from attnmt.loading import ModelSpec, load
@@ -72,6 +73,9 @@ def test_the_average_of_the_last_checkpoints_is_their_mean_and_loads_like_any_ch
     # Training's index never names it: resuming or pruning leaves it alone.
     index = json.loads((copied_run / "checkpoints" / "index.json").read_text())
     assert "averaged" not in {index["last"], index["best"], *index["kept"]}
+    # It records the code that trained its members, so an evaluation of it names that code.
+    members_code = json.loads((second / "meta.json").read_text())["code"]
+    assert members_code and training_summary(copied_run / "checkpoints" / "averaged")["code"] == members_code
     assert run_ok(capsys, "translate", str(copied_run / "checkpoints" / "averaged"), "a b c", "--beam", "2").strip()
     # A second average replaces the first whole.
     run_ok(capsys, "average", str(copied_run), "--steps", second.name.removeprefix("step-"))

@@ -131,6 +131,7 @@ ALLOWED = {
     "shipped": {"utils"},
     "markup": {"utils", "alignment"},
     "loss": {"vocab"},
+    "pace": {"utils", "config", "loss", "model"},
     "precision": set(),
     "validation": {
         "config",
@@ -248,6 +249,7 @@ ALLOWED = {
         "runlog",
         "loading",
         "evaluation",
+        "pace",
         "sweep.spec",
         "sweep.store",
         "sweep.report",

@@ -447,6 +447,21 @@ def test_a_training_or_distillation_recorded_without_its_code_is_refused():
     assert provenance_problems(_raw(entries=[{**row, "training": {"step": 4400, "code": CLEAN}}])) == []
 
 
+def test_an_averaged_checkpoint_takes_its_code_from_its_run_scored_beside_it():
+    """RUN/checkpoints/averaged, scored in the same file as RUN over the same updates, was trained by
+    RUN's code; without RUN's row, or with another run length, it is refused like any training."""
+    evaluated = {"code_at_start": CLEAN, "code_at_end": CLEAN}
+    single = {**evaluated, "name": "s1", "checkpoint": "s1/checkpoints/step-0004400"}
+    single["training"] = {"step": 4400, "run_steps": 4400, "code": CLEAN}
+    averaged = {**evaluated, "name": "s1/checkpoints/averaged", "checkpoint": "s1/checkpoints/averaged"}
+    averaged["training"] = {"step": 4400, "run_steps": 4400, "code": None}
+    refused = ["entries[0].training: no record of the code that trained it"]
+    assert provenance_problems(_raw(entries=[single, averaged])) == []
+    assert provenance_problems(_raw(entries=[averaged])) == refused
+    longer = {**single, "training": {**single["training"], "run_steps": 7000}}
+    assert provenance_problems(_raw(entries=[averaged, longer])) == refused
+
+
 def test_annotations_are_dated_notes():
     dated = [{"at": "2026-12-05T14:08:18+00:00", "note": "seed 3 ran alone"}]
     assert provenance_problems({**_raw(figure=1.5), "annotations": dated}) == []  # outside the content hash

@@ -25,7 +25,7 @@ from attnmt import train
 from attnmt.cli import main
 from attnmt.config import TrainConfig
 from attnmt.runlog import read_metrics
-from attnmt.sweep.report import _raw_results, end_train_loss, report
+from attnmt.sweep.report import _raw_results, collect, end_train_loss, report
 from attnmt.sweep.run import run_sweep
 from attnmt.sweep.spec import SET_BY_SWEEP, flatten, load_plan
 from attnmt.sweep.store import Store, default_url
@@ -49,7 +49,14 @@ GRID_2X2 = {"grid": {"model.attention": ["dot", "none"], "train.lr": [0.003, 0.0
 
 
 def write_sweep(tmp_path: Path, experiments: dict, name: str = "sweep", **settings) -> Path:
-    spec = {"output_dir": str(tmp_path / name), "base": BASE, **settings, "experiments": experiments}
+    # the pace probe times an 11M-parameter model for seconds: one test below runs it
+    spec = {
+        "output_dir": str(tmp_path / name),
+        "base": BASE,
+        "pace_probe": False,
+        **settings,
+        "experiments": experiments,
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return path
@@ -96,6 +103,19 @@ def test_a_2x2_grid_runs_to_completion_with_sqlite(grid_2x2):
         run_dir = sweep_dir / attrs["run_dir"]
         assert (run_dir / "config.yaml").is_file() and (run_dir / "checkpoints" / "index.json").is_file()
         assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["threads"] == 1
+
+
+def test_a_trial_records_the_pace_probe_taken_before_it_trained(tmp_path):
+    """Each trial's minutes stand beside its machine's pace (attnmt.pace), taken in its threads;
+    without the probe the trial says so (None), never a number it did not measure."""
+    spec = write_sweep(tmp_path, {"one": {"grid": {"train.lr": [0.01]}}}, pace_probe=True)
+    assert run_sweep(spec, threads=1, say=quiet) == {"complete": 1}
+    (trial,) = trials(spec)
+    pace = trial.user_attrs["pace"]
+    assert pace["threads"] == 1 and pace["cpu"] == trial.user_attrs["machine"]["cpu"]
+    assert 0 < pace["min"] <= pace["seconds_per_update"] <= pace["max"] and pace["updates"] >= 1
+    plan = load_plan(spec)
+    assert collect(Store(default_url(plan.sweep_dir)), plan.name, plan.layout)[0]["pace"] == pace  # the report's row
 
 
 def test_the_raw_results_of_trials_on_machines_that_differ_name_each_difference():

@@ -191,13 +191,37 @@ def hash_problems(results: dict[str, Any]) -> list[str]:
     return [] if results[HASH] == content_hash(results) else [EDITED]
 
 
+AVERAGED = "/checkpoints/averaged"
+
+
+def _averaged_with_their_runs(results: dict[str, Any]) -> set[str]:
+    """The `training` paths of entries that score a run's averaged checkpoint (RUN/checkpoints/averaged)
+    where the same file scores RUN itself with the code that trained it, over the same updates: an
+    average of a run's checkpoints was trained by that run's code (checkpoints averaged before
+    averaging recorded its members' code carry none of their own)."""
+    entries = results.get("entries") if isinstance(results.get("entries"), list) else []
+    trained = {
+        (entry.get("name"), (entry.get("training") or {}).get("run_steps"))
+        for entry in entries
+        if isinstance(entry, dict) and (entry.get("training") or {}).get("code")
+    }
+    return {
+        f"entries[{index}].training"
+        for index, entry in enumerate(entries)
+        if isinstance(entry, dict)
+        and str(entry.get("checkpoint", "")).endswith(AVERAGED)
+        and (str(entry["checkpoint"]).removesuffix(AVERAGED), (entry.get("training") or {}).get("run_steps")) in trained
+    }
+
+
 def provenance_problems(results: dict[str, Any]) -> list[str]:
     """What makes a raw result unquotable: unknown or edited code (its own, a run's or a training's),
     undated annotations, a missing or wrong content hash."""
     problems: list[str] = []
     if "git_commit" in results or not any(_is_state(key, results.get(key)) for key in STATE_KEYS):
         problems += _state_problems("", results)
-    problems += _walk(results, "")
+    inherited = {f"{path}: no record of the code that trained it" for path in _averaged_with_their_runs(results)}
+    problems += [problem for problem in _walk(results, "") if problem not in inherited]
     if ANNOTATIONS in results:
         problems += annotation_problems(results[ANNOTATIONS])
     return problems + hash_problems(results)

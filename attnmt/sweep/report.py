@@ -69,7 +69,7 @@ def _row(study_name: str, trial) -> dict[str, Any]:
     attrs = trial.user_attrs
     row = {"study": study_name, "number": trial.number, "state": trial.state.name.lower()}
     row.update({key: attrs.get(key) for key in ("key", "name", "run_dir", "experiment", "config", "error")})
-    extra = ("parameters", "steps", "test_by_length", "command", "machine", "code_at_start", "code_at_end")
+    extra = ("parameters", "steps", "test_by_length", "command", "machine", "pace", "code_at_start", "code_at_end")
     row.update({key: attrs.get(key) for key in (*FIGURES, *extra)})
     return row
 

@@ -227,6 +227,8 @@ class Worker:
             self.store.retire(study, trial.number, "its data could not be read")
             raise
         started, code_at_start = time.time(), code_state()
+        # in the trial's threads, before it trains: the minutes it reports are read beside this pace
+        pace = _pace(config) if self.plan.spec.pace_probe else None
 
         def report(step: int, results: dict) -> None:
             if metric in results:
@@ -261,6 +263,7 @@ class Worker:
         results.update(
             command=self.options["command"],
             machine=describe_machine(choose_device(config.train.device)),
+            pace=pace,
             code_at_start=code_at_start,
             code_at_end=code_state(),
         )
@@ -280,6 +283,17 @@ class Worker:
             self.bundles.clear()  # keep one corpus in memory
             self.bundles[key] = build_data(config.data)
         return self.bundles[key]
+
+
+def _pace(config: Config) -> dict:
+    """The pace probe in the threads the trial trains in (its training sets the same count)."""
+    import torch
+
+    from attnmt.pace import pace_probe
+
+    if config.train.threads:
+        torch.set_num_threads(config.train.threads)
+    return pace_probe()
 
 
 def _state(name: str):

@@ -118,6 +118,9 @@ class SweepSpec(_Strict):
     metric: Literal["valid_bleu", "valid_loss"] = "valid_bleu"
     test_beam_size: int | None = Field(None, ge=1, description="beam for test BLEU (default: decode.beam_size)")
     length_buckets: list[int] | None = Field(None, min_length=1, description="source-length bucket edges")
+    pace_probe: bool = Field(
+        True, description="time the reference model (attnmt.pace) before each trial, so its minutes name their pace"
+    )
     experiments: dict[str, Experiment] = Field(min_length=1)
 
 
