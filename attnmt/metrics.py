@@ -15,6 +15,8 @@
   abbreviations), so it is close to `moses_bleu`, not the same.
 - `bleu_by_length`: BLEU per source-length bucket (Bahdanau et al. 2015, Figure 2).
 - `paired_bootstrap`: sacreBLEU's paired bootstrap resampling between systems.
+- `pooled_bootstrap`: the paired bootstrap of two systems' BLEU difference pooled over seeds, from
+  each sentence's BLEU statistics, as a comparison between toolkits is judged.
 
 Leaf module: imports nothing from attnmt but utils, and no torch.
 """
@@ -218,3 +220,69 @@ def paired_bootstrap(
             p_value = float(result.p_value)
         results.append(BootstrapResult(name, float(result.score), float(result.mean), float(result.ci), p_value))
     return results
+
+
+@dataclass(frozen=True)
+class PooledDifference:
+    """BLEU(a) - BLEU(b), the mean over seeds, with its 95% paired-bootstrap interval."""
+
+    delta: float
+    low: float
+    high: float
+    seeds: int
+    samples: int
+
+    @property
+    def verdict(self) -> str:
+        """ "ahead" when the interval lies above zero, "behind" below it, else "level"."""
+        return "ahead" if self.low > 0 else "behind" if self.high < 0 else "level"
+
+
+def _corpus_bleu(stats):
+    """BLEU (0-100) of each row of summed statistics (..., 6): hypothesis length, reference length,
+    matched 1- to 4-grams; a sentence of h tokens has max(h - n + 1, 0) n-grams, summed beforehand."""
+    import numpy as np
+
+    hyp, ref, matched, total = stats[..., 0], stats[..., 1], stats[..., 2:6], stats[..., 6:10]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_precision = np.log(matched / total).mean(axis=-1)
+        brevity = np.minimum(0.0, 1.0 - ref / hyp)
+    return np.where((matched > 0).all(axis=-1), 100 * np.exp(log_precision + brevity), 0.0)
+
+
+def sentence_bleu_stats(lines: Sequence[str]):
+    """Per-sentence BLEU statistics as sacreBLEU writes them ("h r m1 m2 m3 m4") -> (N, 10) array:
+    the six, then each order's n-gram count max(h - n + 1, 0)."""
+    import numpy as np
+
+    stats = np.array([[float(value) for value in line.split()] for line in lines], dtype=np.float64)
+    if stats.ndim != 2 or stats.shape[1] != 6:
+        raise UserError("expected six statistics a sentence: hypothesis length, reference length, 4 matches")
+    totals = np.stack([np.maximum(stats[:, 0] - n + 1, 0) for n in range(1, 5)], axis=1)
+    return np.concatenate([stats, totals], axis=1)
+
+
+def pooled_bootstrap(
+    seeds: Sequence[tuple[Sequence[str], Sequence[str]]], samples: int = 1000, seed: int = 12345
+) -> PooledDifference:
+    """Paired bootstrap (Koehn 2004) of BLEU(a) - BLEU(b) pooled over seeds: `seeds` holds, for each
+    seed, both systems' per-sentence statistics on one test set. Every sample draws one resampling of
+    the sentences, used for every seed and both systems; its difference is the mean over seeds of
+    each seed's corpus-BLEU difference. The interval is the samples' 2.5th to 97.5th percentile."""
+    import numpy as np
+
+    if not seeds:
+        raise UserError("no seeds to compare")
+    pairs = [(sentence_bleu_stats(a), sentence_bleu_stats(b)) for a, b in seeds]
+    sentences = {len(stats) for pair in pairs for stats in pair}
+    if len(sentences) != 1:
+        raise UserError(f"every seed and system must score the same sentences, got counts {sorted(sentences)}")
+    count = sentences.pop()
+    draws = np.random.default_rng(seed).integers(0, count, size=(samples, count))  # (samples, N)
+    differences = np.zeros(samples)
+    observed = 0.0
+    for a, b in pairs:
+        observed += float(_corpus_bleu(a.sum(axis=0)) - _corpus_bleu(b.sum(axis=0))) / len(pairs)
+        differences += (_corpus_bleu(a[draws].sum(axis=1)) - _corpus_bleu(b[draws].sum(axis=1))) / len(pairs)
+    low, high = np.percentile(differences, [2.5, 97.5])
+    return PooledDifference(observed, float(low), float(high), len(pairs), samples)
