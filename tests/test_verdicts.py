@@ -56,3 +56,20 @@ def test_a_verdict_word_without_its_evidence_or_against_it_is_refused():
 def test_every_verdict_in_the_readme_docs_and_changelog_follows_the_rules(capsys):
     pages = ["README.md", "CHANGELOG.md", *sorted(glob.glob("docs/**/*.md", root_dir=ROOT, recursive=True))]
     assert main([str(ROOT / page) for page in pages]) == 0, capsys.readouterr().err
+
+
+def test_a_machine_name_follows_its_raw_result_and_no_page_says_the_project_machine():
+    """Figures ran on several processors: each page names the one its raw result records."""
+    from tools.machines import check_machines, machine_name
+
+    assert machine_name({"machine": {"cpu": "Intel(R) Xeon(R) Processor"}}) == "Intel Xeon"
+    assert (
+        machine_name({"machine": {"cpu": ["Intel(R) Xeon(R) Processor", "AMD EPYC 7B13"]}}) == "Intel Xeon and AMD EPYC"
+    )
+    race = {"machine": {"cpu": "Intel(R) Xeon(R) Processor"}}
+    check_machines("ran on Intel Xeon<!-- machine: race.json --> cores", "page.md:1", lambda path: race)
+    with pytest.raises(ValueError, match=r"race\.json ran on Intel Xeon: write that name"):
+        check_machines("ran on AMD EPYC<!-- machine: race.json --> cores", "page.md:1", lambda path: race)
+    pages = ["README.md", *sorted(glob.glob("docs/**/*.md", root_dir=ROOT, recursive=True))]
+    current = [page for page in pages if not (ROOT / page).read_text(encoding="utf-8").startswith("<!-- history:")]
+    assert [page for page in current if "the project machine" in (ROOT / page).read_text(encoding="utf-8")] == []

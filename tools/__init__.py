@@ -5,6 +5,9 @@ to the modules present):
 
 - `quote`: the tables in the README and docs, rewritten from (or checked against) the committed
   raw results and the layering table of `tests/test_layering.py`.
+- `machines`: the machine a figure ran on, named in prose and checked against its raw result.
+- `verdicts`: every verdict word (met, missed, ahead, level, within noise) recomputed by the
+  verdict rules from its raw result, and a race's comparisons pooled over its seeds.
 - `multi30k_table`: the Multi30k results table, collected from the evaluations
   `scripts/multi30k-table.sh` writes.
 - `attention_focus`: where trained models attend, the share of attention on each run's first

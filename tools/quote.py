@@ -74,6 +74,7 @@ from benchmarks.web import web_rows
 from tools.attention_focus import focus_rows
 from tools.distillation_runs import run_rows
 from tools.init_parts import parts_rows
+from tools.machines import check_machines
 from tools.multi30k_table import summary_rows, table_rows
 from tools.raw_results import FIGURE, MARKER, is_history, refusal, share_report
 from tools.screen_results import screen_table
@@ -401,10 +402,11 @@ def requote(text: str, name: str = "<text>") -> str:
     """`text` with the block after every marker replaced by what its results file renders, and every
     figure in prose by what its expression gives. ValueError names the line of a block not followed by
     a blank line (or `<!-- end results -->`), or of a figure that cannot be rendered."""
-    lines, history = text.splitlines(), is_history(text)
+    lines, history = text.splitlines(), is_history(text) or Path(name).name == "CHANGELOG.md"  # entries as written
     out, index = [], 0
     while index < len(lines):
         out.append(_requote_figures(lines[index], f"{name}:{index + 1}", history))
+        check_machines(lines[index], f"{name}:{index + 1}", lambda path: _source(path, history))
         match = MARKER.fullmatch(lines[index].strip())
         index += 1
         if match:
