@@ -377,7 +377,8 @@ def training_summary(checkpoint: Path) -> dict:
     step, validation score and minutes of training, the code that trained it (its commit and
     whether the checkout was dirty, as `provenance.code_state` gives them), and the steps and
     minutes of the whole run (its last checkpoint), and for a continued run where it started
-    (`continued.Start.record`). None where a checkpoint does not say."""
+    (`continued.Start.record`), and the machine's pace probe taken before it trained (`attnmt.pace`).
+    None where a checkpoint does not say."""
     scored = read_meta(checkpoint)
     try:
         last_name = read_index(run_dir_of(checkpoint)).last
@@ -392,7 +393,16 @@ def training_summary(checkpoint: Path) -> dict:
         "run_steps": last.get("step"),
         "run_minutes": _minutes(last),
         "started_from": scored.get("started_from"),
+        "pace": _pace_at_start(run_dir_of(checkpoint)),
     }
+
+
+def _pace_at_start(run_dir: Path) -> dict | None:
+    """The pace probe taken before the run trained (`python -m attnmt.pace --json RUN/pace.json`), if one was."""
+    try:
+        return json.loads((run_dir / "pace.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def _minutes(meta: dict) -> float | None:

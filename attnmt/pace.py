@@ -12,15 +12,18 @@ decoder 512; about 13M parameters with these vocabularies) on batches of Multi30
 recipes it times. The probe forks torch's random state, so the run after it draws what it would
 have drawn without it.
 
-    python -m attnmt.pace          # print this machine's probe as JSON
+    python -m attnmt.pace                                  # print this machine's probe as JSON
+    python -m attnmt.pace --threads 1 --json RUN/pace.json # before training RUN: its evaluations report it
 
 Imports config, loss and model; nothing imports it but the code that times runs.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -29,7 +32,7 @@ import torch
 from attnmt.config import ModelConfig
 from attnmt.loss import token_loss
 from attnmt.model import build_model
-from attnmt.utils import cpu_model
+from attnmt.utils import UserError, cpu_model, write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -106,9 +109,26 @@ def pace_probe(updates: int = PROBE_UPDATES, warmup: int = PROBE_WARMUP, referen
     }
 
 
-def main() -> None:
-    print(json.dumps(pace_probe(), indent=2))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attnmt.pace", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, help="torch threads to time in (default: torch's own count)")
+    parser.add_argument("--json", help="write the probe here (atomically) instead of printing it")
+    args = parser.parse_args(argv)
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads: expected at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    text = json.dumps(pace_probe(), indent=2) + "\n"
+    if not args.json:
+        print(text, end="")
+        return 0
+    try:
+        write_text_atomic(args.json, text)
+    except (OSError, UserError) as error:
+        print(f"python -m attnmt.pace: {args.json}: cannot write the probe ({error})", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -30,6 +30,7 @@ PHASES=${PHASES:-train average evaluate}
 BOOTSTRAP=${BOOTSTRAP:-1000}
 DATA=${ATTNMT_DATA:-$HOME/.cache/attnmt}
 ATTNMT=${ATTNMT:-python -m attnmt}
+PYTHON=${PYTHON:-python}  # for the pace probe (python -m attnmt.pace)
 mkdir -p "$RUNS"
 
 runs_of() {  # config -> its run directories
@@ -47,6 +48,9 @@ train_one() {  # config seed
     if [[ -f $run/checkpoints/index.json ]]; then
         $ATTNMT train --resume "$run" >> "$run.log" 2>&1
     else
+        # the machine's pace in the run's threads, before it trains: its evaluations report it
+        mkdir -p "$run"
+        $PYTHON -m attnmt.pace --threads "$([[ $PARALLEL -gt 1 ]] && echo 1 || nproc)" --json "$run/pace.json"
         $ATTNMT train "configs/$config.yaml" "${overrides[@]}" > "$run.log" 2>&1
     fi
     echo "trained $run: $(tail -n 1 "$run.log")"

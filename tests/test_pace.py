@@ -37,3 +37,21 @@ def test_the_reference_is_the_races_model_size():
 def test_a_probe_without_timed_updates_is_refused(updates, warmup):
     with pytest.raises(ValueError, match="at least one timed update"):
         pace_probe(updates=updates, warmup=warmup, reference=TINY)
+
+
+def test_a_probe_written_beside_a_run_is_reported_by_its_evaluations(copied_run, monkeypatch):
+    """`python -m attnmt.pace --json RUN/pace.json` before training: `training_summary`, which every
+    evaluation.json carries per run, reports it; a run without one says None."""
+    import json
+
+    from attnmt import pace
+    from attnmt.checkpoint import resolve_checkpoint, training_summary
+
+    checkpoint = resolve_checkpoint(copied_run)
+    assert training_summary(checkpoint)["pace"] is None
+    monkeypatch.setattr(pace, "REFERENCE", TINY)
+    assert pace.main(["--threads", "1", "--json", str(copied_run / "pace.json")]) == 0
+    written = json.loads((copied_run / "pace.json").read_text(encoding="utf-8"))
+    assert written["threads"] == 1 and written["reference"]["vocabulary"] == 50
+    assert training_summary(checkpoint)["pace"] == written
+    assert pace.main(["--json", str(copied_run / "pace.json" / "under-a-file.json")]) == 2  # one line, exit 2
