@@ -402,7 +402,7 @@ def requote(text: str, name: str = "<text>") -> str:
     """`text` with the block after every marker replaced by what its results file renders, and every
     figure in prose by what its expression gives. ValueError names the line of a block not followed by
     a blank line (or `<!-- end results -->`), or of a figure that cannot be rendered."""
-    lines, history = text.splitlines(), is_history(text) or Path(name).name == "CHANGELOG.md"  # entries as written
+    lines, history = text.splitlines(), is_history(text)
     out, index = [], 0
     while index < len(lines):
         out.append(_requote_figures(lines[index], f"{name}:{index + 1}", history))

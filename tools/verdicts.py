@@ -22,7 +22,8 @@ in a checked page carries, right after it, a comment that names its evidence:
 A goal's paths are read with `tools.quote`'s path syntax, one a seed, separated by `;`; a
 comparison's path leads to a record with `delta`, `low` and `high` (what `--pool` writes). The
 word must be the one the rules give: `met`, `missed`, `within noise`, `ahead`, `level` (a
-comparison "behind" is written as that word, which is checked too). History pages (first line
+comparison "behind" is written as that word, which is checked too). A word in italics (`*met*`)
+names the word rather than using it, as the rules themselves do. History pages (first line
 `<!-- history: ... -->`) record verdicts as they were made and are not checked.
 """
 
@@ -40,9 +41,13 @@ from attnmt.provenance import code_state, with_content_hash
 from tools.quote import ROOT, _source, lookup
 from tools.raw_results import is_history
 
-WORDS = re.compile(r"(?<![\w-])(met|missed|ahead|behind|level|within noise)(?![\w-])(?! of time)", re.IGNORECASE)
+# "behind" is checked where a verdict comment names it; elsewhere it is mostly "the reason behind"
+WORDS = re.compile(
+    r"(?<![\w-])(met|missed|ahead|behind(?=<!-- verdict:)|level|within noise)(?![\w-])(?! of\b)", re.IGNORECASE
+)
 VERDICT = re.compile(r"<!-- verdict: (.+?) -->")
 COMMENT = re.compile(r"<!--.*?-->")
+ITALIC = re.compile(r"(?<![*\w])\*(?!\*)[^*]+(?<!\*)\*(?![*\w])")
 # "the word level", "a log level": the word's other senses, told by the word before it
 OTHER_SENSES = re.compile(
     r"\b(word|sentence|character|token|log|top|file|module|package|a high|a low)\s+$", re.IGNORECASE
@@ -90,8 +95,9 @@ def check(text: str, name: str) -> tuple[list[str], list[str]]:
     listed, problems = [], []
     for number, line in enumerate(text.splitlines(), 1):
         for match in WORDS.finditer(line):
-            if _inside_comment(line, match.start()) or OTHER_SENSES.search(line[: match.start()]):
-                continue
+            named = any(span.start() < match.start() < span.end() for span in ITALIC.finditer(line))
+            if named or _inside_comment(line, match.start()) or OTHER_SENSES.search(line[: match.start()]):
+                continue  # an italic word names the word (the rules' own text), a comment is no prose
             comment = VERDICT.match(line, match.end())
             where, word = f"{name}:{number}", match[1].lower()
             if not comment:
