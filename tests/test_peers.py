@@ -252,7 +252,17 @@ def test_a_system_that_cannot_install_is_one_line_and_the_others_are_still_measu
     assert harness.errors == {"broken": "broken: pip install stand-in==1 failed: ERROR: No matching distribution found"}
 
 
-def test_quality_mode_races_every_seed_and_keeps_finished_runs(setup, tmp_path):
+@pytest.fixture
+def quick_pace(monkeypatch):
+    """The race's pace probe on a tiny model: the tests check that it is recorded, not how fast."""
+    from attnmt.pace import ProbeModel, pace_probe
+    from benchmarks.peers import modes
+
+    tiny = ProbeModel(embedding_size=8, encoder_hidden=8, decoder_hidden=16, vocabulary=20, sentences=2)
+    monkeypatch.setattr(modes, "pace_probe", lambda: pace_probe(updates=1, warmup=0, reference=tiny))
+
+
+def test_quality_mode_races_every_seed_and_keeps_finished_runs(setup, tmp_path, quick_pace):
     system = StandIn("a")
     harness = Harness(setup, [system], tmp_path / "w", say=lambda _: None)
     harness.install()
@@ -268,6 +278,8 @@ def test_quality_mode_races_every_seed_and_keeps_finished_runs(setup, tmp_path):
     # a race spans invocations: each run says when it started and the code and load at both ends
     assert run["started"] and run["provenance_at_start"]["git_commit"] == run["provenance"]["git_commit"]
     assert "load_average" in run["provenance_at_start"] and "dirty_paths" in run["provenance"]
+    # and the machine's pace in the race's threads, taken before it trained
+    assert run["pace"]["threads"] == setup.threads and run["pace"]["seconds_per_update"] > 0
     assert entry["summary"]["seeds"] == [1, 2] and entry["summary"]["test2016"]["beam5"]["median"] == pytest.approx(100)
     # the results after each run, so that a file written there survives an interruption
     assert [[r["seed"] for r in race["systems"]["a"]["runs"]] for race in saved] == [[1], [1, 2]]
@@ -371,7 +383,7 @@ class Ranker(StandIn):
         return command
 
 
-def test_quality_mode_tunes_the_beam_on_valid_and_compares_the_seeds_by_bootstrap(setup, tmp_path):
+def test_quality_mode_tunes_the_beam_on_valid_and_compares_the_seeds_by_bootstrap(setup, tmp_path, quick_pace):
     first, second = Ranker("r"), Ranker("s")
     second.long_from = 99.0  # every length penalty it is tuned over leaves its outputs short
     harness = Harness(setup, [first, second], tmp_path / "w", say=lambda _: None)
@@ -746,7 +758,9 @@ class Scheduled(StandIn):
         self.architecture_notes = f"decays over {updates} updates"
 
 
-def test_a_race_fits_a_schedule_to_its_minutes_once_and_keeps_the_fit_when_resumed(setup, tmp_path, monkeypatch):
+def test_a_race_fits_a_schedule_to_its_minutes_once_and_keeps_the_fit_when_resumed(
+    setup, tmp_path, monkeypatch, quick_pace
+):
     """The race measures a scheduled system's pace once, lays its schedule out over the updates
     its minutes hold at that pace, records the measurement, and trains every seed with it; a
     race resumed from its results file takes the recorded fit instead of measuring again."""

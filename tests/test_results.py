@@ -22,11 +22,13 @@ from tools.quote import END_MARKER, FIGURE, MARKER, RENDERERS, ROOT, main, rende
 from tools.raw_results import (
     LEGACY,
     MOVED,
+    PACE_FROM,
     RULES_FROM,
     annotation_problems,
     hash_problems,
     is_history,
     legacy_share,
+    pace_missing,
     provenance_problems,
     raw_files,
 )
@@ -566,6 +568,27 @@ def test_every_raw_result_passes_the_rules_or_is_legacy_or_quoted_only_on_histor
     assert not hash_problems(results), f"{path}: {'; '.join(hash_problems(results))}"
     if path in _quoted_outside_history_pages():
         assert not problems, f"{path}, quoted outside history pages: {'; '.join(problems)}"
+
+
+@pytest.mark.parametrize("path", [p.relative_to(ROOT).as_posix() for p in raw_files()])
+def test_a_raw_result_added_since_the_pace_probe_records_it_beside_its_machine(path):
+    """Timed results name the machine's pace (attnmt.pace) as well as its processor; files older
+    than the probe are what they were."""
+    git = ["git", "-C", str(ROOT)]
+    if subprocess.run([*git, "cat-file", "-e", f"{PACE_FROM}^{{commit}}"], capture_output=True).returncode != 0:
+        pytest.skip("the commit that brought the pace probe is not in this checkout")
+    if subprocess.run([*git, "cat-file", "-e", f"{PACE_FROM}:{path}"], capture_output=True).returncode == 0:
+        return  # in the repository before the probe
+    results = json.loads((ROOT / path).read_text(encoding="utf-8"))
+    assert not pace_missing(results), f"{path} records its machine but no pace probe (attnmt.pace)"
+
+
+def test_pace_missing_sees_a_machine_without_its_pace_at_any_depth():
+    machine = {"cpu": "AMD EPYC", "threads": 2}
+    assert pace_missing({"runs": [{"machine": machine, "pace": None}]})
+    assert not pace_missing({"runs": [{"machine": machine, "pace": {"seconds_per_update": 0.49}}]})
+    assert not pace_missing({"entries": [{"machine": machine, "training": {"pace": {"seconds_per_update": 0.5}}}]})
+    assert not pace_missing({"figure": 1.5})  # nothing timed, no machine
 
 
 def test_the_legacy_list_only_shrinks_and_its_files_are_as_they_were():

@@ -56,6 +56,9 @@ RESULT_FOLDERS = ("benchmarks/results", "docs/results")
 GUARDED = ("attnmt/", "benchmarks/")
 # The commit before these rules: every LEGACY file was in the repository there.
 RULES_FROM = "c96936fab181f2ee1a9232ebeacd79771941b8de"
+# The commit that brought the pace probe (attnmt.pace): a raw result added after it that records its
+# machine records the probe too (`pace_missing`).
+PACE_FROM = "4ffbb308507407754f60a9f3b61309667e2079d8"
 # The code states of one run, at its start and at its end.
 STATE_PAIRS = (("code_at_start", "code_at_end"), ("provenance_at_start", "provenance"))
 STATE_KEYS = ("code_at_start", "code_at_end", "code_at_report", "provenance_at_start", "provenance")
@@ -254,6 +257,23 @@ def refusal(path: str | Path, *, history: bool = False) -> str | None:
         return None
     shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
     return f"{relative}: not quotable{' even on a history page' if history else ''}: {shown}"
+
+
+def _keys(node: Any) -> set[str]:
+    """Every key of `node`'s dicts whose value is not null, at any depth."""
+    if isinstance(node, list):
+        return set().union(*(_keys(item) for item in node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    own = {key for key, value in node.items() if value is not None}
+    return own.union(*(_keys(value) for value in node.values()))
+
+
+def pace_missing(results: dict[str, Any]) -> bool:
+    """Whether a raw result records the machine it ran on but no pace probe taken on it (`attnmt.pace`):
+    minutes without the machine's pace cannot be compared with minutes measured elsewhere."""
+    keys = _keys(results)
+    return "machine" in keys and "pace" not in keys
 
 
 def counts_as_legacy(path: str) -> bool:

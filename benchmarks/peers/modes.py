@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from attnmt.pace import pace_probe
 from attnmt.utils import atomic_path
 from benchmarks.measure import describe_machine, provenance, rotated, spread
 from benchmarks.peers.arithmetic import arithmetic
@@ -306,7 +307,8 @@ def _race_summary(runs: list[dict]) -> dict:
 
 def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, options: QualityOptions, seed: int) -> None:
     harness.say(f"{system.name}: training for {options.minutes:g} minutes, seed {seed}")
-    started, at_start = datetime.now(timezone.utc).isoformat(timespec="seconds"), provenance()
+    torch.set_num_threads(harness.setup.threads)  # the machine's pace in the threads the run trains in
+    pace, started, at_start = pace_probe(), datetime.now(timezone.utc).isoformat(timespec="seconds"), provenance()
     finished, events = harness.train(
         system, folder, steps=None, max_minutes=options.minutes, save_every=options.save_every, seed=seed
     )
@@ -334,6 +336,7 @@ def _train_for_budget(harness: Harness, system: PeerSystem, folder: Path, option
         # a race may span sessions and commits: each run records what it ran on, when it started, and
         # the code and load average when its training started and when its scoring ended
         "machine": describe_machine(torch.device("cpu")),
+        "pace": pace,
         "started": started,
         "provenance_at_start": at_start,
         "provenance": provenance(),
