@@ -115,10 +115,27 @@ def tokenized_references(cfg: DataConfig, split: str) -> dict[str, str] | None:
         return None
     name = cfg.valid_split if split == "valid" else cfg.test_split
     _check_multi30k_split(name, f"{split}_split", cfg)
-    raw = read_lines(locate(f"multi30k/{name}.{cfg.tgt_lang}.gz", cfg.data_dir))
-    tokenized = read_lines(locate(f"multi30k/tok/{name}.lc.norm.tok.{cfg.tgt_lang}", cfg.data_dir))
+    raw = locate(f"multi30k/{name}.{cfg.tgt_lang}.gz", cfg.data_dir)
+    return _matched(raw, locate(f"multi30k/tok/{name}.lc.norm.tok.{cfg.tgt_lang}", cfg.data_dir))
+
+
+def tokenized_references_beside(reference_file: str | Path) -> dict[str, str] | None:
+    """`tokenized_references` for a reference file given by path (`attnmt evaluate --ref`): a
+    Multi30k raw file (multi30k/SPLIT.LANG, gzipped or not) brings the tokenized file beside it
+    (multi30k/tok/SPLIT.lc.norm.tok.LANG, gzipped or not); any other file, None."""
+    path = Path(reference_file)
+    split, _, lang = path.name.removesuffix(".gz").rpartition(".")
+    if path.parent.name != "multi30k" or split not in MULTI30K_SPLITS or lang not in MULTI30K_SPLITS[split]:
+        return None
+    beside = [path.parent / "tok" / f"{split}.lc.norm.tok.{lang}{suffix}" for suffix in ("", ".gz")]
+    found = next((candidate for candidate in beside if candidate.is_file()), None)
+    return None if found is None else _matched(path, found)
+
+
+def _matched(raw_file: Path, tokenized_file: Path) -> dict[str, str]:
+    raw, tokenized = read_lines(raw_file), read_lines(tokenized_file)
     if len(raw) != len(tokenized):
-        raise UserError(f"multi30k/tok/{name}.lc.norm.tok.{cfg.tgt_lang}: {len(tokenized)} lines, expected {len(raw)}")
+        raise UserError(f"{tokenized_file}: {len(tokenized)} lines, expected {len(raw)} as in {raw_file}")
     found: dict[str, str] = {}
     for line, tokens in zip(raw, tokenized, strict=True):
         found.setdefault(line.strip(), tokens.strip())

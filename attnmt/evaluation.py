@@ -18,7 +18,7 @@ from pathlib import Path
 
 from attnmt.checkpoint import training_summary
 from attnmt.config import DataConfig
-from attnmt.corpora import load_corpus, tokenized_references
+from attnmt.corpora import load_corpus, tokenized_references, tokenized_references_beside
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import (
     DEFAULT_LENGTH_BUCKETS,
@@ -375,3 +375,9 @@ def split_tokenized(data: DataConfig, split: str, *, cache: dict | None = None) 
     if key not in cache:
         cache[key] = tokenized_references(data, split)
     return cache[key]
+
+
+def files_tokenized(reference_files: Sequence[str | Path]) -> dict[str, str] | None:
+    """The dataset's tokenized references of one reference file given by path, where it is one of
+    Multi30k's (`corpora.tokenized_references_beside`); None for several files or any other."""
+    return tokenized_references_beside(reference_files[0]) if len(reference_files) == 1 else None

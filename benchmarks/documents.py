@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{results['sentences_found']} sentences, {results['paragraphs_split_as_built']} paragraphs as built"
     )
     for name, way in results["ways"].items():
-        print(f"{name:>9}: BLEU {way['bleu']:.2f}, tok-lc BLEU {way['tokenized_bleu']:.2f}, chrF {way['chrf']:.2f}")
+        print(
+            f"{name:>9}: BLEU {way['bleu']:.2f}, word-tok-lc BLEU {way['tokenized_bleu']:.2f}, chrF {way['chrf']:.2f}"
+        )
     write_results(args.json, results, "benchmarks.documents", argv)
     return 0
 

@@ -109,7 +109,7 @@ def benchmark(run_dir: Path, repeats: int, data_dir: str | None, console: Consol
 
 def engine_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     """The Markdown table of an engines result: one row per engine and search."""
-    header = ["engine", "search", "tokens/s (median)", "min-max", "sentences/s", "BLEU", "BLEU tok-lc",
+    header = ["engine", "search", "tokens/s (median)", "min-max", "sentences/s", "BLEU", "BLEU word-tok-lc",
               "identical to torch fp32", "model MiB"]  # fmt: skip
     body = []
     for name, row in results["modes"].items():

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         terms = search["terms"]
         print(
             f"{name:>7} glossary: term accuracy {terms['right']}/{terms['occurrences']}, BLEU {search['bleu']:.2f}, "
-            f"tok-lc BLEU {search['tokenized_bleu']:.2f}, {search['seconds']:.1f} s"
+            f"word-tok-lc BLEU {search['tokenized_bleu']:.2f}, {search['seconds']:.1f} s"
         )
     write_results(args.json, results, "benchmarks.glossary", argv)
     return 0

@@ -331,7 +331,7 @@ def pareto_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     header = ["system", "params"] + ["MFLOP/sent"] * arithmetic + ["search"]
     for index, split in enumerate(splits):
         name = split.removesuffix("_flickr").replace("_", "")
-        header += [f"{name} BLEU tok-lc"] + (["sacreBLEU"] if index == 0 else []) + [f"{name} tok/s", "sent/s"]
+        header += [f"{name} BLEU word-tok-lc"] + (["sacreBLEU"] if index == 0 else []) + [f"{name} tok/s", "sent/s"]
     body = []
     for result in results["systems"]:
         search = "greedy" if result["beam"] == 1 else f"beam {result['beam']}"

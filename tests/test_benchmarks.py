@@ -391,7 +391,7 @@ def test_pareto_front_and_a_measurement_of_five_configurations(reverse_run, copi
         assert 0 <= test["tokenized_bleu"] <= 100 + 1e-9
     assert picture.stat().st_size > 0
     header, body = pareto.pareto_rows(figures)
-    assert header[:5] == ["system", "params", "MFLOP/sent", "search", "test BLEU tok-lc"] and len(header) == 8
+    assert header[:5] == ["system", "params", "MFLOP/sent", "search", "test BLEU word-tok-lc"] and len(header) == 8
     assert [row[3] for row in body[:3]] == ["greedy", "beam 3", "greedy, int8"]
     assert body[0][4] == f"{greedy['tokenized_bleu']:.2f}"
     assert body[0][2] == f"{greedy['forward_flops_per_sentence'] / 1e6:,.0f}"

@@ -158,3 +158,18 @@ def test_evaluation_scores_the_papers_bleu_against_the_datasets_tokenized_refere
     assert scored.figures()["moses_bleu"] == scored.moses_bleu.score and "tokenized_bleu" in scored.figures()
     with pytest.raises(UserError, match=r"no tokenized reference for 'Zwei Hunde\.'"):
         evaluate(Echoes(), [examples[0].__class__("two dogs.", ("Zwei Hunde.",))], tokenized=tokenized)
+
+
+@needs_multi30k
+def test_a_multi30k_reference_file_given_by_path_brings_its_tokenized_references(tmp_path):
+    """`attnmt evaluate --src ... --ref multi30k/test_2017_flickr.de.gz` scores the papers' BLEU too:
+    the tokenized file beside it is found; a file outside a multi30k folder, or several, bring none."""
+    from attnmt.evaluation import files_tokenized
+
+    reference = SHARED_DATA / "multi30k" / "test_2017_flickr.de.gz"
+    tokenized = files_tokenized([reference])
+    raw = read_lines(reference)
+    assert tokenized is not None and len(raw) == 1000 and tokenized[raw[0].strip()].startswith(raw[0].lower()[:3])
+    copied = tmp_path / "test_2017_flickr.de.gz"
+    copied.write_bytes(reference.read_bytes())
+    assert files_tokenized([copied]) is None and files_tokenized([reference, reference]) is None

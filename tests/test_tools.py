@@ -188,7 +188,10 @@ def test_multi30k_table_update_replaces_only_the_rows_of_the_evaluations_found(t
         entry(en_fr, "test2017 flickr", "single, seed 1", 51.0),
     ]
     table = tmp_path / "table.json"
-    note = "Seed 1 of de-en trained before checkpoints recorded their code."
+    note = {
+        "at": "2026-11-30T10:00:00+00:00",
+        "note": "Seed 1 of de-en trained before checkpoints recorded their code.",
+    }
     table.write_text(json.dumps({"entries": previous, "annotations": [note]}), encoding="utf-8")
     members = [f"r/en-fr-s{seed}/checkpoints/step-1" for seed in (1, 2)]
     found = {
@@ -220,7 +223,10 @@ def test_multi30k_table_update_replaces_only_the_rows_of_the_evaluations_found(t
     table.write_text(json.dumps({"entries": previous, "annotations": "not a list"}), encoding="utf-8")
     assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(table), "--update"]) == 2
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "annotations is not a list of notes" in error
+    assert error.count("\n") == 1 and "annotations: not a list" in error
+    table.write_text(json.dumps({"entries": previous, "annotations": ["a note without its time"]}), encoding="utf-8")
+    assert multi30k_table.main([str(tmp_path / "runs"), "--json", str(table), "--update"]) == 2
+    assert "annotations[0]: not a note with its time" in capsys.readouterr().err
 
 
 def test_distillation_runs_records_each_run_and_the_distillation_by_folder_names(reverse_run, tmp_path, capsys):
@@ -384,3 +390,15 @@ def test_data_stats_names_a_missing_config_in_one_line(tmp_path, capsys):
     error = capsys.readouterr().err
     assert error.startswith("tools.data_stats: error:") and "missing.yaml" in error and error.count("\n") == 1
     assert not out.exists()
+
+
+def test_the_multi30k_table_shows_the_papers_bleu_where_every_evaluation_scored_it():
+    from tools.multi30k_table import table_rows
+
+    entry = {"direction": "en-de", "decoder": "d", "test_set": "test2016 flickr", "model": "single, seed 1"}
+    entry |= {"tokenized_bleu": 39.8, "bleu": 38.9, "chrf": 60.1, "search": {"beam_size": 5, "length_penalty": 1.0}}
+    entry |= {"training": {"step": 7000, "run_steps": 7000, "run_minutes": 33.0}}
+    header, rows = table_rows({"entries": [entry]})
+    assert "BLEU moses-tok-lc" not in header and header[4] == "BLEU word-tok-lc"  # an older table: word tokens only
+    header, rows = table_rows({"entries": [{**entry, "moses_bleu": 39.7}]})
+    assert header[4:6] == ["BLEU moses-tok-lc", "BLEU word-tok-lc"] and rows[0][4:6] == ["39.70", "39.80"]

@@ -5,7 +5,8 @@
 Reads every RUNS/evaluation/CONFIG-TEST-KIND/evaluation.json (TEST: test2016 or test2017; KIND:
 single, which scores each run and its averaged checkpoint, or ensemble, ensemble-averaged) and
 writes one file: per scored system the direction, decoder and score, test set, model (single,
-averaged, ensemble), tokenized-lowercased BLEU (the papers' metric), sacreBLEU's BLEU with its
+averaged, ensemble), tokenized lowercased BLEU (BLEU moses-tok-lc, the papers' metric, where the
+evaluation scored it, and BLEU word-tok-lc on attnmt's word tokens), sacreBLEU's BLEU with its
 signature, chrF, the search, how long the scored weights were trained (and by which code, where
 the checkpoints record it), and the command of the evaluation with the code it ran. The data
 folder in paths ($ATTNMT_DATA, or the folder holding an evaluation's own multi30k test files) is
@@ -31,6 +32,7 @@ from attnmt.provenance import ANNOTATIONS
 from attnmt.utils import UserError
 from benchmarks.measure import write_results
 from benchmarks.report import markdown_table
+from tools.raw_results import annotation_problems
 
 DEFAULT_JSON = Path("docs/results/multi30k-table.json")
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,7 +148,7 @@ def merge(previous: list[dict], found: list[dict]) -> list[dict]:
     return sorted(kept + found, key=_group)
 
 
-def _previous_table(path: Path) -> tuple[list[dict], list[str]]:
+def _previous_table(path: Path) -> tuple[list[dict], list[dict]]:
     """The entries and the annotations (notes made after the fact, about its rows) of an earlier
     table file, none when there is no file yet; a UserError naming it when it is not one."""
     if not path.exists():
@@ -157,14 +159,18 @@ def _previous_table(path: Path) -> tuple[list[dict], list[str]]:
     if not (isinstance(entries, list) and all(isinstance(e, dict) and e.keys() >= ROW_KEYS for e in entries)):
         raise UserError(f"{path}: no list of entries with {', '.join(sorted(ROW_KEYS))}; {expected}")
     annotations = results.get(ANNOTATIONS, [])
-    if not (isinstance(annotations, list) and all(isinstance(note, str) for note in annotations)):
-        raise UserError(f"{path}: {ANNOTATIONS} is not a list of notes; {expected}")
+    problems = annotation_problems(annotations)
+    if problems:
+        raise UserError(f"{path}: {problems[0]}; {expected}")
     return entries, annotations
 
 
 def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
-    """The Markdown table: one row per scored system."""
-    header = ["direction", "decoder", "test set", "model", "BLEU tok-lc", "sacreBLEU", "chrF", "search", "trained"]
+    """The Markdown table: one row per scored system; the papers' Moses-tokenized BLEU where every
+    evaluation scored it (tables collected before it existed have the word-token figure only)."""
+    papers = all("moses_bleu" in entry for entry in results["entries"])
+    header = ["direction", "decoder", "test set", "model", *(["BLEU moses-tok-lc"] if papers else [])]
+    header += ["BLEU word-tok-lc", "sacreBLEU", "chrF", "search", "trained"]
     body = []
     for entry in results["entries"]:
         search, training = entry["search"], entry["training"]
@@ -180,6 +186,7 @@ def table_rows(results: dict) -> tuple[list[str], list[list[str]]]:
                 entry["decoder"],
                 entry["test_set"],
                 entry["model"],
+                *([f"{entry['moses_bleu']:.2f}"] if papers else []),
                 f"{entry['tokenized_bleu']:.2f}",
                 f"{entry['bleu']:.2f}",
                 f"{entry['chrf']:.2f}",

@@ -61,7 +61,7 @@ def evaluated(
 ) -> list:
     """The runs of `add_evaluation_arguments` evaluated on their test set: --src/--ref files, or the
     --split of each run's own corpus (each read once); searched as the arguments say, or tuned."""
-    from attnmt.evaluation import choose_search, evaluate_runs, split_examples, split_tokenized
+    from attnmt.evaluation import choose_search, evaluate_runs, files_tokenized, split_examples, split_tokenized
     from attnmt.parallel_files import read_test_files  # torch: not loaded to build the parser
 
     if args.ref and not args.src:
@@ -96,8 +96,10 @@ def evaluated(
         raise UserError("the fast preset and --tune each choose the search: give one", field="fast")
     systems = fast_specs(args, [spec] if args.ensemble else spec.alone(), console)
 
-    def tokenized_for(translator):  # the papers' tokenized references: a corpus's own split only
-        return None if args.src else split_tokenized(translator.config.data, args.split, cache=cache)
+    def tokenized_for(translator):  # the papers' tokenized references: Multi30k's, of a split or a --ref file
+        if not args.src:
+            return split_tokenized(translator.config.data, args.split, cache=cache)
+        return files_tokenized(args.ref)
 
     return evaluate_runs(
         systems,

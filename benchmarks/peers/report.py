@@ -213,7 +213,9 @@ def print_quality(results: dict, console: Console) -> None:
         return
     header, rows = quality_rows(results)
     minutes = results.get("options", {}).get("minutes")
-    console.print(to_rich((f"{minutes:g} minutes of training each; tokenized lowercased BLEU", header, rows)))
+    console.print(
+        to_rich((f"{minutes:g} minutes of training each; BLEU word-tok-lc (attnmt's word tokens)", header, rows))
+    )
 
 
 def quality_curves(results: dict) -> Figure:
