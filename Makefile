@@ -34,13 +34,15 @@ typecheck: $(VENV)/.installed-dev
 # The suite in one process per core, at most 4 (each test runs one torch thread), each test file
 # kept in one process so that its module fixtures (small trained runs) are made once; then the
 # notebook alone, the longest test by far, whose kernel runs torch on every core (run beside
-# other tests, its threads and theirs contend and it runs far slower).
+# other tests, its threads and theirs contend and it runs far slower); then the share of quoted
+# figures that rest on runs older than the provenance rules, and every verdict word recomputed.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 
 test: lint typecheck
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not notebook"
 	$(PY) -m pytest tests/test_notebook.py -m notebook
 	$(PY) -m tools.quote --share README.md docs/*.md docs/*/*.md
+	$(PY) -m tools.verdicts README.md CHANGELOG.md docs/*.md docs/*/*.md  # every verdict word and its evidence
 
 # The documentation site (mkdocs.yml) into site/, every warning an error: a broken link or anchor,
 # a page missing from the navigation, an API reference that does not resolve.
