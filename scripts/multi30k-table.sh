@@ -11,7 +11,9 @@
 #                      multi30k-de-en-luong multi30k-en-fr-luong]; SINGLE_CONFIGS [multi30k-en-de] trained
 #                      with seed 1 only; KEEP [5] checkpoints kept and averaged; SET: extra --set
 #                      overrides for every run (e.g. "train.max_steps=20" for a smoke test);
-#                      PHASES [train average evaluate]; BOOTSTRAP [1000] paired-bootstrap samples.
+#                      PHASES [train average evaluate]; BOOTSTRAP [1000] paired-bootstrap samples;
+#                      PACE_PROBE [1] times the machine (python -m attnmt.pace, with $PYTHON [python])
+#                      before each run trains, so its evaluations report the pace beside its minutes.
 # Every phase skips what is done: a finished run is not trained again, an interrupted one
 # resumes from its last checkpoint, an existing evaluation is kept. An evaluation is named by
 # config, test set and kind, not by its seeds: to score more seeds of a config already
@@ -30,7 +32,8 @@ PHASES=${PHASES:-train average evaluate}
 BOOTSTRAP=${BOOTSTRAP:-1000}
 DATA=${ATTNMT_DATA:-$HOME/.cache/attnmt}
 ATTNMT=${ATTNMT:-python -m attnmt}
-PYTHON=${PYTHON:-python}  # for the pace probe (python -m attnmt.pace)
+PYTHON=${PYTHON:-python}
+PACE_PROBE=${PACE_PROBE:-1}
 mkdir -p "$RUNS"
 
 runs_of() {  # config -> its run directories
@@ -50,7 +53,9 @@ train_one() {  # config seed
     else
         # the machine's pace in the run's threads, before it trains: its evaluations report it
         mkdir -p "$run"
-        $PYTHON -m attnmt.pace --threads "$([[ $PARALLEL -gt 1 ]] && echo 1 || nproc)" --json "$run/pace.json"
+        if [[ $PACE_PROBE == 1 ]]; then
+            $PYTHON -m attnmt.pace --threads "$([[ $PARALLEL -gt 1 ]] && echo 1 || nproc)" --json "$run/pace.json"
+        fi
         $ATTNMT train "configs/$config.yaml" "${overrides[@]}" > "$run.log" 2>&1
     fi
     echo "trained $run: $(tail -n 1 "$run.log")"

@@ -33,7 +33,8 @@ def run_script(script: str, tmp_path: Path, **settings: str) -> tuple[subprocess
     the process and every attnmt command the stand-in has recorded in `tmp_path`, in order."""
     stand_in, log = tmp_path / "attnmt_stand_in.py", tmp_path / "commands.jsonl"
     stand_in.write_text(STAND_IN, encoding="utf-8")
-    environment = {**os.environ, "ATTNMT": f"{sys.executable} {stand_in} {log}", **settings}
+    # the pace probe times a 13M-parameter model for seconds a run: tests/test_pace.py tests it
+    environment = {**os.environ, "ATTNMT": f"{sys.executable} {stand_in} {log}", "PACE_PROBE": "0", **settings}
     script_path, arguments = ROOT / "scripts" / script.split()[0], script.split()[1:]
     done = subprocess.run(
         ["bash", str(script_path), *arguments], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
@@ -114,3 +115,19 @@ def test_distillation_table_has_opennmt_py_unless_its_seeds_are_none(tmp_path, p
     assert f"student-small-b1-int8={tmp_path / 'distill'}/student-small,beam=1,int8" in arguments
     tail = arguments[arguments.index("--device") - len(peer) : arguments.index("--device")]
     assert tail == peer and ("--peer" in arguments) == bool(peer)
+
+
+def test_the_table_times_the_machine_before_each_run_it_trains(tmp_path):
+    """With PACE_PROBE=1 (the default) each new run's folder gets the pace probe before it trains,
+    in the threads it trains in; a run that resumes is not probed again."""
+    stand_in, log = tmp_path / "attnmt_stand_in.py", tmp_path / "commands.jsonl"
+    settings = {"PHASES": "train", "SEEDS": "1", "CONFIGS": "multi30k-en-de-luong", "SINGLE_CONFIGS": ""}
+    settings |= {"PACE_PROBE": "1", "PARALLEL": "2", "PYTHON": f"{sys.executable} {stand_in} {log}"}
+    done, commands = run_script(f"multi30k-table.sh {tmp_path / 'runs'}", tmp_path, **settings)
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "runs" / "multi30k-en-de-luong-s1"
+    probe = ["-m", "attnmt.pace", "--threads", "1", "--json", f"{run}/pace.json"]
+    assert [command[0] for command in commands if command[0] in ("-m", "train")] == ["-m", "train"]
+    assert probe in commands
+    done, commands = run_script(f"multi30k-table.sh {tmp_path / 'runs'}", tmp_path, **settings)
+    assert done.returncode == 0 and sum(command[0] == "-m" for command in commands) == 1  # resumed: not again
