@@ -11,7 +11,8 @@ commit changed between its start and its end (`code_at_start` to `code_at_end`,
 `provenance_at_start` to `provenance`) is refused unless `git diff` between the two commits
 touches nothing in attnmt/ or benchmarks/ outside the result folders: a commit of documents while
 a run ran changes nothing it measured, a commit of code does. A commit git does not know (a
-shallow clone, a rewritten history) cannot be compared and is refused. A problem is named by its
+rewritten history) cannot be compared and is refused; a shallow clone, which holds no history to
+compare, leaves this one check to a full clone. A problem is named by its
 path into the JSON, as `tools.quote` reads paths (`systems.attnmt.runs[1].provenance`).
 
 Trainings record their code too: a checkpoint's `training` record (it has a `step`, `run_steps`
@@ -95,6 +96,14 @@ def _known(root: Path, commit: str) -> bool:
 
 
 @functools.cache
+def _shallow(root: Path) -> bool:
+    done = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--is-shallow-repository"], capture_output=True, text=True
+    )
+    return done.stdout.strip() == "true"
+
+
+@functools.cache
 def _changed_paths(root: Path, first: str, second: str) -> tuple[str, ...]:
     done = subprocess.run(
         ["git", "-C", str(root), "diff", "--name-only", first, second], capture_output=True, text=True
@@ -108,6 +117,8 @@ def _commit_change_problems(where: str, at_start: dict[str, Any], at_end: dict[s
     if not first or not second or first == second:
         return []  # a missing commit is the state rule's problem
     unknown = [commit for commit in (first, second) if not _known(ROOT, commit)]
+    if unknown and _shallow(ROOT):
+        return []  # a shallow clone holds no history to compare: a full clone checks it
     if unknown:
         return [f"{where}its commit changed while it ran, and git does not know {', '.join(unknown)}"]
     guarded = _guarded(_changed_paths(ROOT, first, second))
