@@ -49,6 +49,8 @@ MULTI30K_SPLITS = {
     "test_2016_flickr": ("en", "de", "fr", "cs"),
     "test_2017_flickr": ("en", "de", "fr"),
 }
+# The splits and languages the dataset ships tokenized references for (data/task1/tok).
+MULTI30K_TOKENIZED = {split: ("en", "de", "fr") for split in ("val", "test_2016_flickr", "test_2017_flickr")}
 KNOWN_CORPORA = ("tatoeba-eng-fra", "multi30k", "files", "tsv", *synthetic.TASKS)
 
 
@@ -109,12 +111,15 @@ def tokenized_references(cfg: DataConfig, split: str) -> dict[str, str] | None:
     """The dataset's own tokenized references of the run's "valid" or "test" split: each target
     line as the corpus reads it (stripped) -> the same line lowercased, punctuation-normalized and
     Moses-tokenized (`multi30k/tok/`, found or fetched by `download.locate`), the references of
-    the papers' tokenized BLEU. None for a corpus that ships none (every one but Multi30k).
+    the papers' tokenized BLEU. None for a corpus or language that has none (every corpus but
+    Multi30k; its Czech).
     A raw line that occurs twice with two tokenizations keeps the first (none does in Multi30k)."""
     if cfg.corpus != "multi30k" or split not in ("valid", "test"):
         return None
     name = cfg.valid_split if split == "valid" else cfg.test_split
     _check_multi30k_split(name, f"{split}_split", cfg)
+    if name not in MULTI30K_TOKENIZED or cfg.tgt_lang not in MULTI30K_TOKENIZED[name]:
+        return None  # the dataset tokenized these (Czech and the training split it did not)
     raw = locate(f"multi30k/{name}.{cfg.tgt_lang}.gz", cfg.data_dir)
     return _matched(raw, locate(f"multi30k/tok/{name}.lc.norm.tok.{cfg.tgt_lang}", cfg.data_dir))
 
@@ -125,7 +130,7 @@ def tokenized_references_beside(reference_file: str | Path) -> dict[str, str] | 
     (multi30k/tok/SPLIT.lc.norm.tok.LANG, gzipped or not); any other file, None."""
     path = Path(reference_file)
     split, _, lang = path.name.removesuffix(".gz").rpartition(".")
-    if path.parent.name != "multi30k" or split not in MULTI30K_SPLITS or lang not in MULTI30K_SPLITS[split]:
+    if path.parent.name != "multi30k" or split not in MULTI30K_TOKENIZED or lang not in MULTI30K_TOKENIZED[split]:
         return None
     beside = [path.parent / "tok" / f"{split}.lc.norm.tok.{lang}{suffix}" for suffix in ("", ".gz")]
     found = next((candidate for candidate in beside if candidate.is_file()), None)

@@ -146,6 +146,8 @@ def test_evaluation_scores_the_papers_bleu_against_the_datasets_tokenized_refere
     examples = corpora.load_corpus(data).test
     tokenized = corpora.tokenized_references(data, "test")
     assert corpora.tokenized_references(DataConfig(corpus="tatoeba-eng-fra"), "test") is None
+    czech = DataConfig(corpus="multi30k", src_lang="en", tgt_lang="cs")  # the dataset tokenized no Czech
+    assert corpora.tokenized_references(czech, "test") is None
 
     class Echoes:  # writes each example's reference: the tokenized files must match them line by line
         config = SimpleNamespace(data=SimpleNamespace(src_lang="en", tgt_lang="de", lowercase=False))
