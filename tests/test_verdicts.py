@@ -73,3 +73,12 @@ def test_a_machine_name_follows_its_raw_result_and_no_page_says_the_project_mach
     pages = ["README.md", *sorted(glob.glob("docs/**/*.md", root_dir=ROOT, recursive=True))]
     current = [page for page in pages if not (ROOT / page).read_text(encoding="utf-8").startswith("<!-- history:")]
     assert [page for page in current if "the project machine" in (ROOT / page).read_text(encoding="utf-8")] == []
+
+
+def test_evidence_that_cannot_be_read_is_one_line_not_a_traceback(tmp_path, capsys):
+    listed, problems = check("met<!-- verdict: goal 1 docs/results/none.json a;b;c -->\n", "page.md")
+    assert listed == [] and len(problems) == 1 and problems[0].startswith("page.md:1: ") and "none.json" in problems[0]
+    assert main(["--pool", str(ROOT / "docs/results/demo-evaluation.json")]) == 2  # not a race
+    assert main([str(tmp_path / "missing.md")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 2 and "not a race's raw result" in error and "missing.md: cannot read it" in error

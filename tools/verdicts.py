@@ -105,7 +105,7 @@ def check(text: str, name: str) -> tuple[list[str], list[str]]:
                 continue
             try:
                 expected, evidence = judge(comment[1])
-            except (ValueError, KeyError, TypeError) as error:
+            except (OSError, ValueError, KeyError, TypeError) as error:  # a missing file, a path that leads nowhere
                 problems.append(f"{where}: {error}")
                 continue
             if expected == "":
@@ -153,15 +153,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="where --pool writes")
     args = parser.parse_args(argv)
     if args.pool:
-        text = json.dumps(pooled(args.pool), indent=2) + "\n"
+        try:
+            text = json.dumps(pooled(args.pool), indent=2) + "\n"
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            print(
+                f"python -m tools.verdicts: {args.pool}: not a race's raw result with two systems ({error})",
+                file=sys.stderr,
+            )
+            return 2
         (args.json.write_text(text, encoding="utf-8") if args.json else sys.stdout.write(text))
         return 0
     failed = False
     for document in args.documents:
-        text = document.read_text(encoding="utf-8")
+        try:
+            text = document.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            print(f"python -m tools.verdicts: {document}: cannot read it ({error})", file=sys.stderr)
+            return 2
         if is_history(text):
             continue
-        listed, problems = check(text, str(document.relative_to(ROOT) if document.is_absolute() else document))
+        inside = document.is_absolute() and document.is_relative_to(ROOT)
+        listed, problems = check(text, str(document.relative_to(ROOT) if inside else document))
         for line in listed:
             print(line)
         for problem in problems:
