@@ -1,7 +1,7 @@
 """attnmt: attention-based RNN sequence-to-sequence translation in PyTorch.
 
-The package is flat, one concept per module (sweeps and serving are sub-packages), and imports
-flow one way: the table in docs/design.md maps every module, its job and what it may import
+One concept per module; the concepts that take several modules are wings (`data`, `models`,
+`search`, `sweep`, `serve`, `web`, `cli`). Imports flow one way: the table in docs/design.md maps every module, its job and what it may import
 (tests/test_layering.py holds the table and each module to its row).
 """
 

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnmt.config import DataConfig
-from attnmt.download import cache_root
 from attnmt.tokenize import SentencePieceTokenizer, Tokenizer, WordTokenizer, train_sentencepiece
-from attnmt.utils import UserError, atomic_path
+from attnmt.utils import UserError, atomic_path, cache_root
 from attnmt.vocab import SPECIALS, Vocab
 
 

@@ -35,9 +35,9 @@ import torch
 from attnmt.checkpoint import WEIGHTS, read_meta, read_weights, resolve_checkpoint, run_dir_of, set_weights
 from attnmt.codec import TextCodec
 from attnmt.config import Config, DataConfig, load_config
-from attnmt.data import DataBundle, TokenBatchSampler, prepared_data
-from attnmt.mixing import mixed_training
-from attnmt.prepare import GivenCodec
+from attnmt.data.batching import DataBundle, TokenBatchSampler, prepared_data
+from attnmt.data.mixing import mixed_training
+from attnmt.data.prepare import GivenCodec
 from attnmt.utils import UserError, write_text_atomic
 
 # What must equal the starting run's: the shapes of the weights and what the ids mean.

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.distillation_record import read_record, record_path
+from attnmt.data.distillation_record import read_record, record_path
 from attnmt.search.options import SearchOptions
 from attnmt.translate import Translator
 from attnmt.utils import NO_ROOM, Say, UserError, WriteFailed, sync_file, sync_folder, write_text_atomic

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnmt.decoder import DecoderState, EncoderOutput
 from attnmt.export import GRAPHS, SHORTLIST_STEP, Export, read_export
+from attnmt.models.decoder import DecoderState, EncoderOutput
 from attnmt.utils import UserError
 
 

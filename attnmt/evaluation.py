@@ -18,7 +18,8 @@ from pathlib import Path
 
 from attnmt.checkpoint import training_summary
 from attnmt.config import DataConfig
-from attnmt.corpora import load_corpus, tokenized_references, tokenized_references_beside
+from attnmt.data.corpora import load_corpus, tokenized_references, tokenized_references_beside
+from attnmt.data.splits import Example
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import (
     DEFAULT_LENGTH_BUCKETS,
@@ -35,7 +36,6 @@ from attnmt.metrics import (
 from attnmt.plot import length_plot
 from attnmt.provenance import with_content_hash
 from attnmt.search.options import SearchOptions
-from attnmt.splits import Example
 from attnmt.tokenize import WordTokenizer
 from attnmt.translate import Translator
 from attnmt.utils import Say, UserError, WriteFailed, silent, write_text_atomic

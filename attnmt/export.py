@@ -45,8 +45,8 @@ import torch
 from torch import nn
 
 from attnmt.checkpoint import load_trained
-from attnmt.decoder import DecoderState, EncoderOutput
-from attnmt.model import Attention, Seq2Seq
+from attnmt.models.decoder import DecoderState, EncoderOutput
+from attnmt.models.seq2seq import Attention, Seq2Seq
 from attnmt.shortlist import FILENAME as SHORTLIST_FILE
 from attnmt.utils import UserError, atomic_folder, naming_file, replace_folder
 

@@ -27,13 +27,13 @@ from pathlib import Path
 
 from attnmt import __version__
 from attnmt.checkpoint import WEIGHTS, resolve_checkpoint, run_dir_of
+from attnmt.data.splits import Example
 from attnmt.evaluation import split_examples
 from attnmt.export import is_export
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu
 from attnmt.quantize import BLEU_BOUND
 from attnmt.shortlist import FILENAME as SHORTLIST_FILE
-from attnmt.splits import Example
 from attnmt.translate import Translator
 from attnmt.utils import Say, UserError, choose_device, describe_machine, silent, write_text_atomic
 

@@ -29,7 +29,7 @@ from attnmt.config import Config, load_config
 from attnmt.engine import OnnxModel
 from attnmt.ensemble import Ensemble, check_compatible
 from attnmt.export import export_onnx, is_export, read_export
-from attnmt.model import Seq2Seq, build_model
+from attnmt.models.seq2seq import Seq2Seq, build_model
 from attnmt.quantize import CHOICES as QUANTIZE_CHOICES
 from attnmt.quantize import quantize_export, quantize_model
 from attnmt.shortlist import FILENAME as SHORTLIST_FILE

@@ -31,7 +31,7 @@ import torch
 
 from attnmt.config import ModelConfig
 from attnmt.loss import token_loss
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from attnmt.utils import UserError, cpu_model, write_text_atomic
 
 

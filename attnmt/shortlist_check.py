@@ -11,14 +11,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 from attnmt.checkpoint import resolve_checkpoint, run_dir_of
-from attnmt.corpora import load_corpus
+from attnmt.data.corpora import load_corpus
+from attnmt.data.splits import Example
 from attnmt.evaluation import evaluate, split_examples
 from attnmt.export import is_export
 from attnmt.loading import ModelSpec, load
 from attnmt.shortlist import Shortlist
 from attnmt.shortlist import build as build_from_ids
 from attnmt.shortlist import save as save_shortlist
-from attnmt.splits import Example
 from attnmt.translate import Translator
 from attnmt.utils import Say, UserError, silent, write_text_atomic
 

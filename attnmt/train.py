@@ -27,10 +27,10 @@ from attnmt.checkpoint import load_trainer_state, load_weights, read_index, reso
 from attnmt.codec import TextCodec
 from attnmt.config import Config, save_config
 from attnmt.continued import continuation, training_batches
-from attnmt.data import Batch, DataBundle, IdsByIndex, collate, prepared_data
+from attnmt.data.batching import Batch, DataBundle, IdsByIndex, collate, prepared_data
 from attnmt.feeding import feed
 from attnmt.loss import loss_denominator, token_loss
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from attnmt.precision import autocast, grad_scaler
 from attnmt.provenance import code_state
 from attnmt.runlog import MetricsLog, ProgressDisplay

@@ -107,6 +107,11 @@ def choose_device(requested: str = "auto", *, field: str = "train.device", auto_
     return requested
 
 
+def cache_root() -> Path:
+    """Where attnmt keeps what it downloads or builds once: `$ATTNMT_CACHE`, else `~/.cache/attnmt`."""
+    return Path(os.environ.get("ATTNMT_CACHE") or Path.home() / ".cache" / "attnmt")
+
+
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo, else what `platform` knows."""
     try:

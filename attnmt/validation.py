@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from attnmt.config import Config
-from attnmt.data import DataBundle, collate
+from attnmt.data.batching import DataBundle, collate
 from attnmt.loss import token_loss
 from attnmt.metrics import bleu, perplexity, tokenized_bleu
 from attnmt.precision import autocast

@@ -15,8 +15,8 @@ from pathlib import Path
 from attnmt.checkpoint import load_weights, resolve_checkpoint, run_dir_of
 from attnmt.codec import TextCodec
 from attnmt.config import Config, load_config
-from attnmt.data import pad_sequences
-from attnmt.model import Seq2Seq, build_model
+from attnmt.data.batching import pad_sequences
+from attnmt.models.seq2seq import Seq2Seq, build_model
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions
 from benchmarks.flops import synchronize

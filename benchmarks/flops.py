@@ -64,7 +64,7 @@ class FlopRates:
 
 
 def flop_rates(cfg: ModelConfig, tgt_vocab_size: int) -> FlopRates:
-    """The forward FLOP rates of the model `attnmt.model.build_model(cfg, ...)` builds."""
+    """The forward FLOP rates of the model `attnmt.models.seq2seq.build_model(cfg, ...)` builds."""
     gates = 3 if cfg.rnn == "gru" else 4
     directions = 2 if cfg.bidirectional else 1
     embedding, encoder_hidden, hidden = cfg.embedding_size, cfg.encoder_hidden, cfg.decoder_hidden

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from attnmt.checkpoint import save_checkpoint
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from benchmarks import speed
 from benchmarks.measure import describe_machine, positive_int, rotated, spread, write_results
 from benchmarks.optimizer import VOCAB_SIZES

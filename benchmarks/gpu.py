@@ -31,14 +31,14 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from attnmt.data import DataBundle, TokenBatchSampler, build_data, collate
+from attnmt.data.batching import DataBundle, TokenBatchSampler, build_data, collate
+from attnmt.data.splits import Example
 from attnmt.feeding import feed
 from attnmt.metrics import tokenized_bleu
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from attnmt.precision import autocast
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions
-from attnmt.splits import Example
 from attnmt.tokenize import WordTokenizer
 from benchmarks.decoding import load_trained
 from benchmarks.flops import synchronize

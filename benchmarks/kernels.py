@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from attnmt.attention import _dot_scores
-from attnmt.rnn import gru_cell, lstm_cell
+from attnmt.models.attention import _dot_scores
+from attnmt.models.rnn import gru_cell, lstm_cell
 from benchmarks.measure import describe_machine, positive_int, rotated, spread, write_results
 
 Variant = Callable[[], torch.Tensor]  # runs forward, returns a tensor to backpropagate from

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from benchmarks import speed
 from benchmarks.measure import describe_machine, write_results
 

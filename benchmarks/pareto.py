@@ -179,7 +179,7 @@ class PeerRow:
 def peer_rows(name: str, seeds: tuple[int, ...] = (1, 2), beams: tuple[int, ...] = (1, 5)) -> list[PeerRow]:
     """The peer's best model of the quality race in the peer benchmark's work folder (racing the
     seeds missing there first), one row per beam."""
-    from attnmt.download import cache_root
+    from attnmt.utils import cache_root
     from benchmarks.peers.__main__ import build_system
     from benchmarks.peers.data import prepare_data
     from benchmarks.peers.harness import Harness

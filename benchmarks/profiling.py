@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from attnmt.data import build_data
+from attnmt.data.batching import build_data
 from attnmt.evaluation import split_examples
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions

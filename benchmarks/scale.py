@@ -43,7 +43,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from attnmt.download import locate
+from attnmt.data.download import locate
 from benchmarks.measure import CHECKOUT, describe_machine, positive_int, provenance, spread, write_results
 
 DEFAULT_JSON = Path("benchmarks/results/scale-cpu.json")
@@ -57,7 +57,7 @@ GIB = 2**30
 IN_MEMORY = """
 import sys
 from attnmt.config import load_config
-from attnmt.data import build_data
+from attnmt.data.batching import build_data
 from attnmt.train import fit
 config = load_config(sys.argv[1])
 fit(config, bundle=build_data(config.data))

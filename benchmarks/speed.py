@@ -37,8 +37,8 @@ from torch.profiler import record_function
 from torch.utils.flop_counter import FlopCounterMode
 
 from attnmt.config import DataConfig, ModelConfig
-from attnmt.data import DataBundle, build_data, collate
-from attnmt.model import Seq2Seq, build_model
+from attnmt.data.batching import DataBundle, build_data, collate
+from attnmt.models.seq2seq import Seq2Seq, build_model
 from attnmt.train import token_loss
 from attnmt.utils import UserError
 from benchmarks.decoding import benchmark_decoding, load_trained

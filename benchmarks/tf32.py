@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from attnmt.encoder import Encoder
+from attnmt.models.encoder import Encoder
 from attnmt.utils import seed_everything
 from benchmarks.measure import describe_machine, positive_int, spread, write_results
 

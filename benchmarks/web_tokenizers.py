@@ -31,7 +31,7 @@ import sentencepiece
 import attnmt.web
 from attnmt.codec import sample_pairs
 from attnmt.config import load_config
-from attnmt.corpora import load_corpus
+from attnmt.data.corpora import load_corpus
 from attnmt.tokenize import SentencePieceTokenizer, Tokenizer, WordTokenizer, train_sentencepiece
 from attnmt.web.tokenizers import web_tokenizer
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnmt import download
 from attnmt.config import load_config
+from attnmt.data import download
 from tests.run_helpers import REVERSE_RUN
 
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: connection refused, never the internet

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.download import cache_root
+from attnmt.utils import cache_root
 from benchmarks.peers.harness import Harness
 from benchmarks.peers.joeynmt import JoeyNMT
 from benchmarks.peers.opennmt import OpenNMT, OpenNMTAdamRecipe, OpenNMTRecipe

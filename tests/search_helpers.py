@@ -9,7 +9,7 @@ import torch
 
 from attnmt.config import ModelConfig
 from attnmt.loading import ModelSpec, load
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from attnmt.search.options import SearchOptions
 
 SRC_VOCAB, TGT_VOCAB = 15, 17

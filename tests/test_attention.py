@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnmt.attention import AdditiveAttention, DotAttention, GeneralAttention, NoAttention, masked_softmax
+from attnmt.models.attention import AdditiveAttention, DotAttention, GeneralAttention, NoAttention, masked_softmax
 
 QUERY, KEY = 5, 6  # unequal on purpose: decoder and bidirectional encoder sizes differ
 KINDS = ("additive", "dot", "scaled_dot", "general", "none")

@@ -11,8 +11,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from attnmt.config import DataConfig, ModelConfig, load_config
-from attnmt.data import build_data
-from attnmt.model import build_model
+from attnmt.data.batching import build_data
+from attnmt.models.seq2seq import build_model
 from attnmt.utils import UserError
 from benchmarks import bentrevett, d2l, large_file, speed
 from benchmarks.flops import flop_rates
@@ -473,7 +473,7 @@ def test_stopping_scores_every_search_on_both_splits_and_keeps_the_penalty_tuned
 def test_tf32_reference_loop_is_the_encoder_and_the_benchmark_needs_a_gpu(monkeypatch, capsys):
     """benchmarks.tf32 measures the encoder against a GRUCell loop: on the CPU (no TF32) the two
     agree to float32's rounding, and a broken loop (one direction's weights swapped) does not."""
-    from attnmt.encoder import Encoder
+    from attnmt.models.encoder import Encoder
     from benchmarks import tf32
 
     torch.manual_seed(0)
@@ -494,8 +494,8 @@ def test_tf32_reference_loop_is_the_encoder_and_the_benchmark_needs_a_gpu(monkey
 
 
 def test_the_glossary_benchmark_pairs_words_by_dice_and_counts_terms_where_they_should_apply():
+    from attnmt.data.splits import Example
     from attnmt.glossary import glossary_of
-    from attnmt.splits import Example
     from attnmt.tokenize import WordTokenizer
     from benchmarks import glossary
 

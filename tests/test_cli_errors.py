@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from attnmt import corpora, download
 from attnmt.cli import main
 from attnmt.config import DataConfig, ModelConfig
+from attnmt.data import corpora, download
 from tests.data_helpers import put
 
 ERROR = "attnmt: error: "

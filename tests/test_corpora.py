@@ -1,4 +1,4 @@
-"""attnmt.corpora: the real corpora, leakage-free splits, user data, and bad input.
+"""attnmt.data.corpora: the real corpora, leakage-free splits, user data, and bad input.
 
 Downloads are tested in test_download.py; here no test reaches the network either (every
 download URL points at 127.0.0.1). The real corpora are read from $ATTNMT_DATA (default:
@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from attnmt import corpora, pair_filters, parallel_files, splits
 from attnmt.config import DataConfig
-from attnmt.splits import Example
+from attnmt.data import corpora, pair_filters, parallel_files, splits
+from attnmt.data.splits import Example
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError
 from tests.data_helpers import SHARED_DATA, TATOEBA_NAME, needs_multi30k, needs_tatoeba, put
@@ -84,7 +84,7 @@ def test_tatoeba_test_set_does_not_move_with_valid_size(tatoeba_pairs):
 
 def test_split_does_not_depend_on_the_hash_seed():
     script = (
-        "from attnmt.splits import split_by_source\n"
+        "from attnmt.data.splits import split_by_source\n"
         "pairs = [(f'source {i % 50}', f'target {i}') for i in range(200)]\n"
         "print(split_by_source(pairs, valid_size=5, test_size=5, seed=3))\n"
     )

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnmt.cli import main
-from attnmt.data import TokenBatchSampler, collate, pad_sequences
-from attnmt.stats import padding_ratio
+from attnmt.data.batching import TokenBatchSampler, collate, pad_sequences
+from attnmt.data.stats import padding_ratio
 from attnmt.vocab import BOS, EOS, PAD
 
 

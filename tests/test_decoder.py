@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnmt.config import ModelConfig
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from attnmt.vocab import BOS, PAD
 
 ATTENTIONS = ("additive", "dot", "scaled_dot", "general", "none")

@@ -14,9 +14,9 @@ import pytest
 from attnmt import distill as distill_module
 from attnmt.cli import main
 from attnmt.config import load_config
-from attnmt.corpora import load_corpus
+from attnmt.data.corpora import load_corpus
+from attnmt.data.distillation_record import record_path
 from attnmt.distill import distill, distinct_sources
-from attnmt.distillation_record import record_path
 from attnmt.loading import ModelSpec, load
 from attnmt.train import fit
 from attnmt.utils import UserError

@@ -1,4 +1,4 @@
-"""attnmt.download: where a corpus file is found, and verified, atomic downloads.
+"""attnmt.data.download: where a corpus file is found, and verified, atomic downloads.
 
 No test reaches the outside network: every download URL points at 127.0.0.1.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from attnmt import corpora, download
 from attnmt.config import DataConfig
+from attnmt.data import corpora, download
 from attnmt.utils import UserError
 from tests.data_helpers import TATOEBA_NAME, put
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attnmt.encoder import Encoder
+from attnmt.models.encoder import Encoder
 
 VOCAB, HIDDEN = 12, 5
 VARIANTS = [

@@ -13,11 +13,11 @@ import torch
 from attnmt.checkpoint import load_trained
 from attnmt.cli import main
 from attnmt.config import load_config
-from attnmt.encoder import Encoder
 from attnmt.evaluation import evaluate as real_evaluate
 from attnmt.export import MANIFEST, UnpackedEncoder, export_onnx, read_export
 from attnmt.loading import ModelSpec, load
-from attnmt.model import build_model
+from attnmt.models.encoder import Encoder
+from attnmt.models.seq2seq import build_model
 from attnmt.search.options import SearchOptions
 from attnmt.utils import UserError
 from tests.run_helpers import MODELS, assert_same_translations, train_tiny

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnmt.parallel_files import read_parallel, read_test_files, read_tsv
-from attnmt.textfiles import decode_lines, read_lines
+from attnmt.data.parallel_files import read_parallel, read_test_files, read_tsv
+from attnmt.data.textfiles import decode_lines, read_lines
 from attnmt.tokenize import SentencePieceTokenizer, WordTokenizer, train_sentencepiece
 from attnmt.utils import UserError
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnmt.config import ModelConfig
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from attnmt.search.beam import beam_search
 from attnmt.search.decode import decode_all
 from attnmt.search.graphed import fixed_beam_search, fixed_greedy

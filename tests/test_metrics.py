@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from attnmt.data.textfiles import read_lines
 from attnmt.metrics import (
     bleu,
     bleu_by_length,
@@ -15,7 +16,6 @@ from attnmt.metrics import (
     reference_streams,
     tokenized_bleu,
 )
-from attnmt.textfiles import read_lines
 from attnmt.utils import UserError
 from tests.data_helpers import SHARED_DATA, needs_multi30k
 
@@ -84,8 +84,8 @@ def test_evaluation_counts_a_word_models_unk_as_the_one_token_it_wrote():
     token there, or a word model's outputs look 2 tokens longer for each word it did not know."""
     from types import SimpleNamespace
 
+    from attnmt.data.splits import Example
     from attnmt.evaluation import evaluate
-    from attnmt.splits import Example
 
     class Writes:
         config = SimpleNamespace(data=SimpleNamespace(src_lang="en", tgt_lang="de", lowercase=True))
@@ -137,8 +137,8 @@ def test_evaluation_scores_the_papers_bleu_against_the_datasets_tokenized_refere
     it; a reference the tokenized file does not hold is refused by name."""
     from types import SimpleNamespace
 
-    from attnmt import corpora
     from attnmt.config import DataConfig
+    from attnmt.data import corpora
     from attnmt.evaluation import evaluate
 
     monkeypatch.setenv("ATTNMT_DATA", str(SHARED_DATA))

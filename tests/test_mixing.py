@@ -1,4 +1,4 @@
-"""attnmt.mixing: a continued run's batches with a share drawn from the starting run's data.
+"""attnmt.data.mixing: a continued run's batches with a share drawn from the starting run's data.
 
 Held to what the share promises, epoch by epoch: the old-data batches are that share of all
 (rounded), spread evenly, and the new data's batches are the ones an unmixed run trains on, in
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnmt.data import TokenBatchSampler
-from attnmt.mixing import ConcatenatedIds, MixedSampler
+from attnmt.data.batching import TokenBatchSampler
+from attnmt.data.mixing import ConcatenatedIds, MixedSampler
 
 
 def same(batches: list[np.ndarray], others: list[np.ndarray]) -> bool:

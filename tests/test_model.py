@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from attnmt.config import ModelConfig
-from attnmt.decoder import DecoderState
-from attnmt.model import EncoderOutput, build_model, initialize, summary
+from attnmt.models.decoder import DecoderState
+from attnmt.models.seq2seq import EncoderOutput, build_model, initialize, summary
 from attnmt.vocab import BOS, PAD
 
 SRC_VOCAB, TGT_VOCAB = 13, 11

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from attnmt.pace import REFERENCE, ProbeModel, pace_probe
 
 TINY = ProbeModel(embedding_size=8, encoder_hidden=8, decoder_hidden=16, vocabulary=50, sentences=4)

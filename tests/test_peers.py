@@ -21,7 +21,7 @@ import torch
 import yaml
 
 from attnmt.config import DecodeConfig, ModelConfig
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from attnmt.search.options import SearchOptions
 from attnmt.utils import UserError
 from benchmarks.flops import flop_rates

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnmt import prepare as prepare_module
-from attnmt.binarized import TokenArrays
 from attnmt.cli import main
 from attnmt.codec import sample_pairs
 from attnmt.config import load_config
-from attnmt.data import TokenBatchSampler, build_data, prepared_data
-from attnmt.parallel_files import stream_parallel
-from attnmt.prepare import ensure_prepared, prepared_folder
+from attnmt.data import prepare as prepare_module
+from attnmt.data.batching import TokenBatchSampler, build_data, prepared_data
+from attnmt.data.binarized import TokenArrays
+from attnmt.data.parallel_files import stream_parallel
+from attnmt.data.prepare import ensure_prepared, prepared_folder
 from attnmt.train import fit
 from attnmt.utils import UserError
 from tests.fault_helpers import LIMITED, error_line, run_child

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from attnmt.config import Config, ConfigError, ModelConfig, load_config
-from attnmt.data import build_data, collate
-from attnmt.dropout import LockedDropout, WordDropout
+from attnmt.data.batching import build_data, collate
 from attnmt.loading import ModelSpec, load
 from attnmt.loss import loss_denominator, token_loss
 from attnmt.metrics import bleu
-from attnmt.model import build_model
+from attnmt.models.dropout import LockedDropout, WordDropout
+from attnmt.models.seq2seq import build_model
 from attnmt.subwords import Resegmenter
 from attnmt.train import Trainer, fit
 from attnmt.vocab import EOS, PAD, UNK

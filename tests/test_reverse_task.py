@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from attnmt.config import ModelConfig
-from attnmt.model import build_model
+from attnmt.models.seq2seq import build_model
 from attnmt.vocab import BOS, EOS, PAD
 
 LETTERS, MIN_LENGTH, MAX_LENGTH = 10, 3, 6

@@ -5,10 +5,10 @@ import itertools
 import pytest
 
 from attnmt.cli import main
+from attnmt.data.textfiles import count_lines, stream_lines
 from attnmt.loading import ModelSpec, load
 from attnmt.search.options import SearchOptions
 from attnmt.stream import translate_windows, windows
-from attnmt.textfiles import count_lines, stream_lines
 
 
 def sentences(count: int) -> list[str]:

@@ -6,11 +6,11 @@ import string
 
 import pytest
 
-from attnmt.synthetic import TASKS, generate
+from attnmt.data.synthetic import TASKS, generate
 from attnmt.tokenize import WordTokenizer
 from attnmt.utils import UserError
 
-# Written here independently of attnmt.synthetic, to parse what it renders.
+# Written here independently of attnmt.data.synthetic, to parse what it renders.
 ENGLISH_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
                   "October", "November", "December")  # fmt: skip
 FRENCH_MONTHS = ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre",

@@ -364,8 +364,8 @@ def test_init_parts_leaves_the_machines_run_folder_out_of_the_recorded_command()
 
 def test_data_stats_keeps_each_configs_figures_with_how_they_were_made(tmp_path):
     from attnmt.config import load_config
-    from attnmt.data import build_data
-    from attnmt.stats import describe
+    from attnmt.data.batching import build_data
+    from attnmt.data.stats import describe
     from tools import data_stats
 
     config = tmp_path / "reverse.yaml"

@@ -13,17 +13,17 @@ import pytest
 import torch
 
 from attnmt.checkpoint import training_summary
-from attnmt.corpora import load_corpus
+from attnmt.data.corpora import load_corpus
+from attnmt.data.parallel_files import read_test_files
+from attnmt.data.splits import Example
+from attnmt.data.textfiles import decode_lines, read_input
 from attnmt.evaluation import evaluate, evaluate_runs, significance, write_evaluation
 from attnmt.heatmaps import heatmap
 from attnmt.loading import ModelSpec, load
-from attnmt.parallel_files import read_test_files
 from attnmt.provenance import code_state
 from attnmt.search.beam import beam_search
 from attnmt.search.greedy import greedy
 from attnmt.search.options import SearchOptions
-from attnmt.splits import Example
-from attnmt.textfiles import decode_lines, read_input
 from attnmt.translate import MAX_SOURCE_TOKENS, Translator, nbest_lines
 from attnmt.utils import UserError
 from tests.run_helpers import is_score

@@ -5,8 +5,8 @@ import torch
 
 from attnmt import validation
 from attnmt.config import Config
-from attnmt.data import build_data
-from attnmt.model import build_model
+from attnmt.data.batching import build_data
+from attnmt.models.seq2seq import build_model
 from attnmt.search.hypotheses import Hypothesis
 from attnmt.vocab import UNK
 

@@ -2,7 +2,7 @@
 
     python -m tools.data_stats CONFIG [CONFIG ...] [--json docs/results/data-stats.json]
 
-The figures are `attnmt.stats.describe`'s, the ones `attnmt data stats CONFIG --json` writes for
+The figures are `attnmt.data.stats.describe`'s, the ones `attnmt data stats CONFIG --json` writes for
 one config (pairs, lengths, vocabulary coverage, and the padding share of the training batches,
 length-bucketed against random batches of the same sizes); this adds the command, the machine and
 the attnmt and torch versions that a figure quoted in the docs needs.
@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from attnmt.config import load_config
-from attnmt.data import build_data
-from attnmt.stats import describe
+from attnmt.data.batching import build_data
+from attnmt.data.stats import describe
 from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, write_results
 

@@ -50,7 +50,7 @@ def _say(console: Console):
 def run_prepare(args: argparse.Namespace, console: Console) -> None:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from attnmt.prepare import ensure_prepared
+    from attnmt.data.prepare import ensure_prepared
 
     config = load_config(args.config, args.overrides).with_data_dir(args.data_dir)
     started = time.perf_counter()
@@ -82,8 +82,8 @@ def run_prepare(args: argparse.Namespace, console: Console) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> None:
-    from attnmt.data import prepared_data  # torch: not loaded to build the parser
-    from attnmt.stats import describe
+    from attnmt.data.batching import prepared_data  # torch: not loaded to build the parser
+    from attnmt.data.stats import describe
 
     config = load_config(args.config, args.overrides).with_data_dir(args.data_dir)
     bundle = prepared_data(config.data, say=_say(console))

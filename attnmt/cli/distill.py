@@ -36,7 +36,7 @@ def add_parser(commands) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> None:
-    from attnmt.corpora import load_corpus  # torch: not loaded to build the parser
+    from attnmt.data.corpora import load_corpus  # torch: not loaded to build the parser
     from attnmt.distill import distill, distinct_sources
     from attnmt.loading import load
 

@@ -61,8 +61,8 @@ def evaluated(
 ) -> list:
     """The runs of `add_evaluation_arguments` evaluated on their test set: --src/--ref files, or the
     --split of each run's own corpus (each read once); searched as the arguments say, or tuned."""
+    from attnmt.data.parallel_files import read_test_files  # torch: not loaded to build the parser
     from attnmt.evaluation import choose_search, evaluate_runs, files_tokenized, split_examples, split_tokenized
-    from attnmt.parallel_files import read_test_files  # torch: not loaded to build the parser
 
     if args.ref and not args.src:
         raise UserError("--ref needs --src FILE (the source side of the references)")

@@ -52,7 +52,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def _pairs(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     """(source, target) pairs from the arguments or, lazily, from the two files."""
-    from attnmt.textfiles import stream_lines
+    from attnmt.data.textfiles import stream_lines
 
     if args.source:
         yield from zip(args.source, args.target, strict=True)

@@ -176,10 +176,10 @@ def _sources(lines: Iterable[str], args: argparse.Namespace, glossary=None) -> I
 
 def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.alignment import pharaoh
+    from attnmt.data.textfiles import count_lines, prompt_lines
     from attnmt.glossary import required_phrases
     from attnmt.loading import load  # torch: not loaded to build the parser
     from attnmt.stream import StreamProgress, translate_windows
-    from attnmt.textfiles import count_lines, prompt_lines
     from attnmt.translate import Source, Translation
 
     if args.workers < 1:
@@ -238,8 +238,8 @@ def _markup(args: argparse.Namespace, translator, interactive: bool):
     written (standard input is checked as it is read)."""
     if not args.markup:
         return None
+    from attnmt.data.textfiles import stream_lines
     from attnmt.markup import MarkupLines, read_line
-    from attnmt.textfiles import stream_lines
 
     where = "argument" if args.sentences else "<stdin>" if args.input in (None, "-") else args.input
     if args.sentences:
@@ -253,7 +253,7 @@ def _markup(args: argparse.Namespace, translator, interactive: bool):
 
 def _texts(args: argparse.Namespace, translator, tags):
     """The lines to translate: the arguments or the input's lines, without their tags with --markup."""
-    from attnmt.textfiles import stream_lines
+    from attnmt.data.textfiles import stream_lines
 
     lines = args.sentences or stream_lines(args.input)
     return lines if tags is None else tags.texts(lines)
@@ -262,9 +262,9 @@ def _texts(args: argparse.Namespace, translator, tags):
 def _translate_documents(args, translator, spec, options, glossary, out: TextIO, interactive: bool) -> None:
     """--document: every line a paragraph (`attnmt.documents`), its sentences translated as
     sentence lines are (windows, workers, the glossary), each paragraph written when complete."""
+    from attnmt.data.textfiles import prompt_lines, stream_lines
     from attnmt.documents import Documents
     from attnmt.stream import StreamProgress, translate_windows
-    from attnmt.textfiles import prompt_lines, stream_lines
     from attnmt.translate import MAX_SOURCE_TOKENS, Translation, warn
 
     def count_tokens(text: str) -> int:

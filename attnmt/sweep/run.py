@@ -276,7 +276,7 @@ class Worker:
             )
 
     def _bundle(self, config: Config):
-        from attnmt.data import build_data
+        from attnmt.data.batching import build_data
 
         key = config.data.model_dump_json()
         if key not in self.bundles:

@@ -21,8 +21,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from attnmt.download import RemoteFile, cache_root, fetch_verified
-from attnmt.utils import UserError, WriteFailed, atomic_folder
+from attnmt.data.download import RemoteFile, fetch_verified
+from attnmt.utils import UserError, WriteFailed, atomic_folder, cache_root
 
 VERSION = "1.23.2"
 # npm's `dist.integrity` of onnxruntime-web@VERSION (sha512, here in hex)

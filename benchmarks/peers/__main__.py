@@ -35,8 +35,7 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from attnmt.download import cache_root
-from attnmt.utils import UserError
+from attnmt.utils import UserError, cache_root
 from benchmarks.measure import describe_machine, positive_int, write_results
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness

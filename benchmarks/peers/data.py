@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from attnmt.config import DataConfig
-from attnmt.corpora import load_corpus
+from attnmt.data.corpora import load_corpus
 from attnmt.tokenize import WordTokenizer
 
 SPLITS = {"train": None, "valid": "val", "test2016": "test_2016_flickr", "test2017": "test_2017_flickr"}

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnmt.dropout import LockedDropout, WordDropout
+from attnmt.models.dropout import LockedDropout, WordDropout
 
 
 class Encoder(nn.Module):

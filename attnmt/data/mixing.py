@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from attnmt.config import DataConfig
-from attnmt.data import DataBundle, EncodedSplit, TokenBatchSampler, batch_sampler, sequence_lengths
+from attnmt.data.batching import DataBundle, EncodedSplit, TokenBatchSampler, batch_sampler, sequence_lengths
 
 
 class ConcatenatedIds(Sequence):

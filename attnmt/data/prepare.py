@@ -38,16 +38,15 @@ from pathlib import Path
 import numpy as np
 
 from attnmt import __version__
-from attnmt.binarized import SideWriter, TokenArrays, ids_dtype, open_side, remap
 from attnmt.codec import TextCodec, build_tokenizers, build_vocabs, extend_vocabs
 from attnmt.config import DataConfig
-from attnmt.corpora import corpus_files, stream_corpus
-from attnmt.download import cache_root
-from attnmt.pair_filters import HELD_OUT, NOT_IN_SUBSET, PairRules
-from attnmt.splits import CorpusStream, Example
-from attnmt.textfiles import reading
+from attnmt.data.binarized import SideWriter, TokenArrays, ids_dtype, open_side, remap
+from attnmt.data.corpora import corpus_files, stream_corpus
+from attnmt.data.pair_filters import HELD_OUT, NOT_IN_SUBSET, PairRules
+from attnmt.data.splits import CorpusStream, Example
+from attnmt.data.textfiles import reading
 from attnmt.tokenize import Tokenizer
-from attnmt.utils import UserError, atomic_folder
+from attnmt.utils import UserError, atomic_folder, cache_root
 from attnmt.vocab import Vocab
 
 FORMAT, VERSION = "attnmt-prepared", 1

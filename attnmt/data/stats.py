@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnmt.config import DataConfig
-from attnmt.data import DataBundle, EncodedSplit, batch_sampler
+from attnmt.data.batching import DataBundle, EncodedSplit, batch_sampler
 from attnmt.vocab import UNK
 
 

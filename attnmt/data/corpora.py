@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnmt import synthetic
 from attnmt.config import DataConfig
-from attnmt.distillation_record import check_student
-from attnmt.download import locate
-from attnmt.parallel_files import (
+from attnmt.data import synthetic
+from attnmt.data.distillation_record import check_student
+from attnmt.data.download import locate
+from attnmt.data.parallel_files import (
     load_user_data,
     prefix_paths,
     read_parallel,
@@ -28,8 +28,8 @@ from attnmt.parallel_files import (
     streamable,
     user_files,
 )
-from attnmt.splits import CorpusSplits, CorpusStream, assemble, streamed
-from attnmt.textfiles import read_lines
+from attnmt.data.splits import CorpusSplits, CorpusStream, assemble, streamed
+from attnmt.data.textfiles import read_lines
 from attnmt.utils import UserError
 
 TATOEBA_ATTRIBUTION = (

@@ -23,7 +23,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.utils import UserError, WriteFailed, atomic_path
+from attnmt.utils import UserError, WriteFailed, atomic_path, cache_root
 
 
 @dataclass(frozen=True)
@@ -90,11 +90,6 @@ REMOTE_FILES: dict[str, RemoteFile] = {
         for name, digest in _MULTI30K_TOK_SHA256.items()
     },
 }
-
-
-def cache_root() -> Path:
-    """The download cache: `$ATTNMT_CACHE`, else `~/.cache/attnmt`."""
-    return Path(os.environ.get("ATTNMT_CACHE") or Path.home() / ".cache" / "attnmt")
 
 
 def locate(name: str, data_dir: str | os.PathLike | None = None) -> Path:

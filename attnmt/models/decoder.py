@@ -14,7 +14,7 @@ the attention's `project_keys` made of them once per batch.
 Speed by construction. Where no step depends on attention through recurrence (Luong without
 input feeding; no attention at all) the whole target runs in one RNN call and one batched
 attention; otherwise the teacher-forced loop projects all target embeddings through the RNN's
-input weights at once and steps through the gate equations of `attnmt.rnn`, and the output
+input weights at once and steps through the gate equations of `attnmt.models.rnn`, and the output
 layers run once over (B, T) after the loop: a step does only what depends on the previous state.
 """
 
@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as Int8Linear  # what quantize.quantize_model makes of nn.Linear
 
-from attnmt.dropout import LockedDropout, WordDropout
-from attnmt.rnn import full_sequence, make_rnn, rnn_step, split_input_weight
+from attnmt.models.dropout import LockedDropout, WordDropout
+from attnmt.models.rnn import full_sequence, make_rnn, rnn_step, split_input_weight
 from attnmt.vocab import PAD
 
 

@@ -20,10 +20,10 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from attnmt.attention import AdditiveAttention, DotAttention, GeneralAttention, NoAttention
 from attnmt.config import ModelConfig
-from attnmt.decoder import BahdanauDecoder, Bridge, DecoderState, EncoderOutput, LuongDecoder
-from attnmt.encoder import Encoder
+from attnmt.models.attention import AdditiveAttention, DotAttention, GeneralAttention, NoAttention
+from attnmt.models.decoder import BahdanauDecoder, Bridge, DecoderState, EncoderOutput, LuongDecoder
+from attnmt.models.encoder import Encoder
 from attnmt.vocab import PAD
 
 # The scorers `build_model` chooses from. A decoder holds its one as an nn.Module: the layering

@@ -23,9 +23,9 @@ import torch
 
 from attnmt.codec import TextCodec, build_tokenizers, build_vocabs
 from attnmt.config import DataConfig
-from attnmt.corpora import load_corpus
-from attnmt.prepare import GivenCodec, Progress, ensure_prepared
-from attnmt.splits import CorpusSplits, Example
+from attnmt.data.corpora import load_corpus
+from attnmt.data.prepare import GivenCodec, Progress, ensure_prepared
+from attnmt.data.splits import CorpusSplits, Example
 from attnmt.tokenize import Tokenizer
 from attnmt.vocab import BOS, EOS, PAD, Vocab
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnmt.config import DataConfig
-from attnmt.pair_filters import HELD_OUT, NOT_IN_SUBSET, PairRules, filter_training_pairs, short_pairs
+from attnmt.data.pair_filters import HELD_OUT, NOT_IN_SUBSET, PairRules, filter_training_pairs, short_pairs
 from attnmt.utils import UserError
 
 

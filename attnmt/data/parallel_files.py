@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import cast
 
 from attnmt.config import DataConfig
-from attnmt.distillation_record import check_student
-from attnmt.splits import CorpusSplits, CorpusStream, Example, assemble, streamed
-from attnmt.textfiles import read_input, stream_corpus_lines
+from attnmt.data.distillation_record import check_student
+from attnmt.data.splits import CorpusSplits, CorpusStream, Example, assemble, streamed
+from attnmt.data.textfiles import read_input, stream_corpus_lines
 from attnmt.utils import UserError
 
 

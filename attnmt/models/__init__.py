@@ -1,0 +1,11 @@
+"""Models: the recurrent encoder-decoder and the parts it is made of.
+
+    attention  stateless attention scorers: (query, keys, projected_keys, mask) -> (context, weights)
+    dropout    word dropout and locked (variational) dropout
+    rnn        the decoders' GRU / LSTM, over a whole sequence or one step through its gate equations
+    encoder    embedding + (bidirectional, multi-layer) GRU or LSTM over packed sequences
+    decoder    Bahdanau- and Luong-style decoders, the bridge that starts them, and their state
+    seq2seq    `Seq2Seq` (encoder + decoder), `build_model` (the one reader of the model config)
+
+Import from the modules themselves: this package's own module imports nothing.
+"""
