@@ -22,6 +22,7 @@ import argparse
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -66,6 +67,50 @@ def prefix_of(reference: str, unfinished: bool) -> str:
     return f"{prefix} {cut}" if prefix else cut
 
 
+def steering_settings(first_references: list[str], seed: int) -> dict[str, dict]:
+    """Each setting's name -> what `translate` is asked besides the sentences: nothing, one or
+    three required phrases a sentence (drawn with `seed`), or a prefix of half the words."""
+    rng = random.Random(seed)
+    required = {count: [draw_phrases(reference, count, rng) for reference in first_references] for count in (1, 3)}
+    prefixes = {
+        "half the words": [prefix_of(reference, False) for reference in first_references],
+        "half the words, then half a word": [prefix_of(reference, True) for reference in first_references],
+    }
+    return {
+        "unconstrained": {},
+        **{f"{count} per sentence": {"required": phrases} for count, phrases in required.items()},
+        **{name: {"prefixes": texts} for name, texts in prefixes.items()},
+    }
+
+
+def decoded_in_turns(translate: Callable[[str], list], names: list[str], repeats: int) -> tuple[dict, dict]:
+    """Every setting decoded once untimed (its outputs, and a warm-up), then `repeats` timed passes
+    with the settings taking turns, so that the machine's drift falls on all alike: (outputs,
+    seconds) by setting name."""
+    outputs = {name: translate(name) for name in names}
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for turn in range(repeats):
+        for name in rotated(names, turn):
+            start = time.perf_counter()
+            translate(name)
+            seconds[name].append(time.perf_counter() - start)
+    return outputs, seconds
+
+
+def phrase_figures(outputs: list, phrases: list[list[str]], rooms: list[int], codec) -> dict:
+    """How often every required phrase is in the output, of all sentences and of those whose
+    length limit leaves room (`rooms`: tokens before EOS) for their phrases' target tokens."""
+    complete = [not t.missing for t in outputs]
+    lengths = [sum(len(codec.encode_target(phrase)) for phrase in each) for each in phrases]
+    fits = [length <= room for length, room in zip(lengths, rooms, strict=True)]
+    return {
+        "phrases": sum(map(len, phrases)),
+        "all_met": sum(complete) / len(complete),
+        "sentences_with_room": sum(fits),
+        "all_met_with_room": sum(c for c, f in zip(complete, fits, strict=True) if f) / max(1, sum(fits)),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.steering", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="a trained attnmt run")
@@ -81,33 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"benchmarks.steering: error: {error}", file=sys.stderr)
         return 2
-    lowercase = translator.config.data.lowercase
-    options = translator.search_options(beam_size=args.beam)
-    sources = [example.src for example in examples]
-    references = [tuple(example.refs) for example in examples]
-    first_references = [example.refs[0] for example in examples]
-    rng = random.Random(args.seed)
-    required = {count: [draw_phrases(reference, count, rng) for reference in first_references] for count in (1, 3)}
-    prefixes = {
-        "half the words": [prefix_of(reference, False) for reference in first_references],
-        "half the words, then half a word": [prefix_of(reference, True) for reference in first_references],
-    }
-    settings = {  # name -> what translate is asked besides the sentences
-        "unconstrained": {},
-        **{f"{count} per sentence": {"required": phrases} for count, phrases in required.items()},
-        **{name: {"prefixes": texts} for name, texts in prefixes.items()},
-    }
+    lowercase, options = translator.config.data.lowercase, translator.search_options(beam_size=args.beam)
+    sources, references = [example.src for example in examples], [tuple(example.refs) for example in examples]
+    settings = steering_settings([example.refs[0] for example in examples], args.seed)
 
-    def translate(name: str):
+    def translate(name: str) -> list:
         return translator.translate(sources, options, say=lambda line: None, **settings[name])
 
-    outputs = {name: translate(name) for name in settings}  # untimed: what is scored, and a warm-up
-    seconds: dict[str, list[float]] = {name: [] for name in settings}
-    for turn in range(args.repeats):  # the settings take turns, so the machine's drift falls on all alike
-        for name in rotated(list(settings), turn):
-            start = time.perf_counter()
-            translate(name)
-            seconds[name].append(time.perf_counter() - start)
+    outputs, seconds = decoded_in_turns(translate, list(settings), args.repeats)
 
     def scored(name: str) -> dict:
         text = [t.text for t in outputs[name]]
@@ -127,39 +153,33 @@ def main(argv: list[str] | None = None) -> int:
         "constraints": {},
         "prefixes": {},
     }
-    search = f"{len(sources):,} sentences, beam {options.beam_size}"
-    print(f"{search}: unconstrained BLEU {free['bleu']:.2f}, {free['seconds']['median']:.1f} s")
-    # the tokens each sentence's length limit leaves before its EOS, and a phrase's tokens
+    print(
+        f"{len(sources):,} sentences, beam {options.beam_size}: unconstrained BLEU {free['bleu']:.2f}, "
+        f"{free['seconds']['median']:.1f} s"
+    )
+    # the tokens each sentence's length limit leaves before its EOS
     source_lengths = torch.tensor([len(translator.codec.source_tokens(source)) for source in sources])
     rooms = [int(limit) - 1 for limit in options.length_limits(source_lengths)]
-    for count, phrases in required.items():
-        name = f"{count} per sentence"
-        complete = [not t.missing for t in outputs[name]]
-        lengths = [sum(len(translator.codec.encode_target(phrase)) for phrase in each) for each in phrases]
-        fits = [length <= room for length, room in zip(lengths, rooms, strict=True)]
-        figures = scored(name) | {
-            "phrases": sum(map(len, phrases)),
-            "all_met": sum(complete) / len(complete),
-            "sentences_with_room": sum(fits),
-            "all_met_with_room": sum(c for c, f in zip(complete, fits, strict=True) if f) / max(1, sum(fits)),
-        }
-        figures["slowdown"] = figures["seconds"]["median"] / free["seconds"]["median"]
-        results["constraints"][name] = figures
-        print(
-            f"{count} phrase(s) a sentence: every phrase in {100 * figures['all_met']:.2f}% of outputs "
-            f"({100 * figures['all_met_with_room']:.2f}% of the {sum(fits):,} with room), "
-            f"BLEU {figures['bleu']:.2f}, {figures['seconds']['median']:.1f} s ({figures['slowdown']:.2f}x)"
-        )
     fold = str.lower if lowercase else str
-    for name, texts in prefixes.items():
-        pairs = zip(outputs[name], texts, strict=True)
-        begins = [fold(t.text).startswith(fold(prefix.strip())) for t, prefix in pairs]
-        figures = scored(name) | {"begins_with_prefix": sum(begins) / len(begins)}
-        results["prefixes"][name] = figures
-        print(
-            f"prefix of {name}: {100 * figures['begins_with_prefix']:.2f}% begin with it, BLEU {figures['bleu']:.2f}, "
-            f"{figures['seconds']['median']:.1f} s"
-        )
+    for name, asked in settings.items():
+        if "required" in asked:
+            figures = scored(name) | phrase_figures(outputs[name], asked["required"], rooms, translator.codec)
+            figures["slowdown"] = figures["seconds"]["median"] / free["seconds"]["median"]
+            results["constraints"][name] = figures
+            print(
+                f"{name}: every phrase in {100 * figures['all_met']:.2f}% of outputs "
+                f"({100 * figures['all_met_with_room']:.2f}% of the {figures['sentences_with_room']:,} with room), "
+                f"BLEU {figures['bleu']:.2f}, {figures['seconds']['median']:.1f} s ({figures['slowdown']:.2f}x)"
+            )
+        elif "prefixes" in asked:
+            pairs = zip(outputs[name], asked["prefixes"], strict=True)
+            begins = [fold(t.text).startswith(fold(prefix.strip())) for t, prefix in pairs]
+            figures = scored(name) | {"begins_with_prefix": sum(begins) / len(begins)}
+            results["prefixes"][name] = figures
+            print(
+                f"prefix of {name}: {100 * figures['begins_with_prefix']:.2f}% begin with it, "
+                f"BLEU {figures['bleu']:.2f}, {figures['seconds']['median']:.1f} s"
+            )
     if args.json:
         write_results(args.json, results, "benchmarks.steering", argv)
     return 0
