@@ -2,8 +2,8 @@
 
 A glossary file holds one term a line, SOURCE<TAB>TARGET (UTF-8; blank lines and lines that
 start with '#' are skipped). For each sentence, the terms whose source words occur in it become
-required target phrases of its translation (`search.phrases`, the constrained search of
-`--require`), so a translation that has room for them contains them.
+required phrases of its translation (`search.phrases`, as `--require` gives them), so a
+translation that has room for them contains them.
 
 Matching is on words, never on subword pieces: the sentence and every source term are split by
 the run's word tokenizer for the source language, with the run's text normalization and
@@ -44,7 +44,8 @@ class Term:
 @dataclass(frozen=True)
 class Applied:
     """What a glossary did to one translation: the terms matched in its source that its output
-    contains (`applied`), and those it lacks because its length limit left no room (`missing`)."""
+    contains (`applied`), and those it lacks because its length limit left no room (`missing`:
+    glossary terms, whose targets are among the translation's missing required phrases)."""
 
     applied: tuple[Term, ...]
     missing: tuple[Term, ...]
@@ -86,23 +87,24 @@ class Glossary:
                 position += len(term.words)
         return tuple(found)
 
-    def required(self, sentence: str) -> tuple[str, ...]:
-        """The target phrases `sentence`'s translation must contain: its matched terms' targets, once each."""
+    def required_phrases(self, sentence: str) -> tuple[str, ...]:
+        """The required phrases of `sentence`'s translation: its matched terms' targets, once each."""
         return tuple(dict.fromkeys(term.target for term in self.match(sentence)))
 
-    def applied(self, source: str, missing: Sequence[str]) -> Applied:
+    def applied(self, source: str, missing_required_phrases: Sequence[str]) -> Applied:
         """What the glossary did to the translation of `source`, whose output lacks the phrases
-        `missing` (`Translation.missing`)."""
+        `missing_required_phrases` (`Translation.missing_required_phrases`)."""
         terms = self.match(source)
         return Applied(
-            tuple(t for t in terms if t.target not in missing), tuple(t for t in terms if t.target in missing)
+            tuple(t for t in terms if t.target not in missing_required_phrases),
+            tuple(t for t in terms if t.target in missing_required_phrases),
         )
 
 
 def required_phrases(source: str, phrases: Sequence[str], glossary: Glossary | None) -> tuple[str, ...]:
-    """The phrases a translation of `source` must contain: `phrases`, then the targets of the
+    """The required phrases of a translation of `source`: `phrases`, then the targets of the
     `glossary`'s terms found in it (none without one), each once."""
-    return tuple(dict.fromkeys([*phrases, *(glossary.required(source) if glossary is not None else ())]))
+    return tuple(dict.fromkeys([*phrases, *(glossary.required_phrases(source) if glossary is not None else ())]))
 
 
 def read_glossary(

@@ -25,7 +25,7 @@ from attnmt.search.beam import BeamStep, beam_search
 from attnmt.search.decode import Shortlisting, decode_all, steering_of
 from attnmt.search.hypotheses import Hypothesis
 from attnmt.search.options import SearchOptions, ShortlistStepModel, length_penalty
-from attnmt.search.phrases import missing, parse_required
+from attnmt.search.phrases import missing_required_phrases, parse_required_phrases
 from attnmt.search.prefix import Prefix, kept, parse_prefixes, surfaces
 from attnmt.search.teacher import teacher_forced
 from attnmt.utils import Say, UserError
@@ -43,11 +43,11 @@ def warn(message: str) -> None:
 
 class Source(NamedTuple):
     """A sentence to translate with how its translation must go: the start it continues
-    (`prefix`, "" for none) and the phrases it must contain (`required`)."""
+    (`prefix`, "" for none) and the phrases it must contain (`required_phrases`)."""
 
     text: str
     prefix: str = ""
-    required: tuple[str, ...] = ()
+    required_phrases: tuple[str, ...] = ()
 
 
 @dataclass
@@ -68,7 +68,8 @@ class Translation:
     attention: torch.Tensor
     alternatives: list[Translation] = field(default_factory=list)
     token_log_probs: list[float] = field(default_factory=list)  # each token's, then </s>'s: when scored
-    missing: list[str] = field(default_factory=list)  # required phrases it lacks: its length limit left no room
+    # The required phrases it lacks: its length limit left no room for them
+    missing_required_phrases: list[str] = field(default_factory=list)
     # When scored: at each step (each token, then </s>) the model's own most probable token, and its log-probability
     choices: list[str] = field(default_factory=list)
     choice_log_probs: list[float] = field(default_factory=list)
@@ -154,7 +155,7 @@ class Translator:
         options: SearchOptions | None = None,
         *,
         prefixes: Sequence[str | None] | None = None,
-        required: Sequence[Sequence[str]] | None = None,
+        required_phrases: Sequence[Sequence[str]] | None = None,
         first_number: int = 1,
         say: Say = warn,
     ) -> list[Translation]:
@@ -162,13 +163,16 @@ class Translator:
         decode settings). Empty or blank sentences give empty translations; sources over
         MAX_SOURCE_TOKENS are truncated with a warning, told by `say`, that names the sentence
         (numbered from `first_number`). `prefixes`, one per sentence (None or "": free), are the
-        starts of the translations, which the search continues (`search.prefix`). `required`,
-        one list of phrases per sentence, are target phrases its translations must contain
-        (`search.phrases`); a phrase its length limit left no room for is named in the
-        translation's `missing` and told by `say`. A sentence may have both."""
+        starts of the translations, which the search continues (`search.prefix`).
+        `required_phrases`, one list per sentence, are target phrases its translations must
+        contain (`search.phrases`); a phrase its length limit left no room for is named in the
+        translation's `missing_required_phrases` and told by `say`. A sentence may have both."""
         options = self.search_options() if options is None else options
-        encode = self.codec.encode_target
-        phrase_ids = None if required is None else parse_required(required, len(sentences), encode, first_number)
+        phrase_ids = None
+        if required_phrases is not None:
+            phrase_ids = parse_required_phrases(
+                required_phrases, len(sentences), self.codec.encode_target, first_number
+            )
         source_tokens = [self.codec.source_tokens(sentence) for sentence in sentences]
         for index, tokens in enumerate(source_tokens):
             if len(tokens) > MAX_SOURCE_TOKENS:
@@ -187,17 +191,21 @@ class Translator:
             device=self.device,
             shortlist=self.shortlist,
             prefixes=parsed,
-            required=phrase_ids,
+            required_phrases=phrase_ids,
             fixed_shapes=self.config.decode.cuda_graphs and torch.device(self.device).type == "cuda",
         )
         results = []
         for index, (sentence, tokens, candidates) in enumerate(zip(sentences, source_tokens, hypotheses, strict=True)):
             # decode_all gives an empty source one empty hypothesis, so `outputs` is never empty.
             prefix = None if parsed is None else parsed[index]
-            phrases = ([], []) if required is None or phrase_ids is None else (required[index], phrase_ids[index])
+            phrases = (
+                ([], [])
+                if required_phrases is None or phrase_ids is None
+                else (required_phrases[index], phrase_ids[index])
+            )
             best = self._steered(sentence, tokens, candidates, prefix, *phrases)
-            if best.missing:
-                names = ", ".join(repr(phrase) for phrase in best.missing)
+            if best.missing_required_phrases:
+                names = ", ".join(repr(phrase) for phrase in best.missing_required_phrases)
                 say(f"sentence {first_number + index}: its length limit left no room for {names}")
             results.append(best)
         return results
@@ -208,12 +216,13 @@ class Translator:
         source_tokens: list[str],
         hypotheses: Sequence[Hypothesis],
         prefix: Prefix | None,
-        phrases: Sequence[str],
+        required_phrases: Sequence[str],
         phrase_ids: Sequence[Sequence[int]],
     ) -> Translation:
         """A sentence's best translation with the others as its alternatives, each written as its
         steering asked: the start of its prefix as typed (`prefix.kept`), and the required
-        phrases it lacks named (`phrases.missing`)."""
+        phrases it lacks named (`phrases.missing_required_phrases`); `phrase_ids` are
+        `required_phrases` as target ids."""
         best, *alternatives = [self._translation(sentence, source_tokens, hypothesis) for hypothesis in hypotheses]
         best.alternatives = alternatives
         for translation, hypothesis in zip([best, *alternatives], hypotheses, strict=True):
@@ -221,7 +230,8 @@ class Translator:
                 forced_output = self.codec.decode_target(hypothesis.tokens[: len(prefix.forced)])
                 translation.text = kept(translation.text, forced_output, prefix)
             if phrase_ids:
-                translation.missing = [phrases[k] for k in missing(hypothesis.tokens, phrase_ids)]
+                lacking = missing_required_phrases(hypothesis.tokens, phrase_ids)
+                translation.missing_required_phrases = [required_phrases[k] for k in lacking]
         return best
 
     def translate_sources(
@@ -233,13 +243,17 @@ class Translator:
             return self.translate(cast("Sequence[str]", sources), options, first_number=first_number, say=say)
         given = [Source(source) if isinstance(source, str) else source for source in sources]
         prefixes = [source.prefix for source in given] if any(source.prefix for source in given) else None
-        required = [list(source.required) for source in given] if any(s.required for s in given) else None
+        required_phrases = (
+            [list(source.required_phrases) for source in given] if any(s.required_phrases for s in given) else None
+        )
         texts = [source.text for source in given]
-        return self.translate(texts, options, prefixes=prefixes, required=required, first_number=first_number, say=say)
+        return self.translate(
+            texts, options, prefixes=prefixes, required_phrases=required_phrases, first_number=first_number, say=say
+        )
 
-    def check_required(self, required: Sequence[Sequence[str]], first_number: int = 1) -> None:
+    def check_required_phrases(self, required_phrases: Sequence[Sequence[str]], first_number: int = 1) -> None:
         """What `translate` would refuse of these required phrases (one list per sentence), as its UserError."""
-        parse_required(required, len(required), self.codec.encode_target, first_number)
+        parse_required_phrases(required_phrases, len(required_phrases), self.codec.encode_target, first_number)
 
     def check_prefixes(
         self, sentences: Sequence[str], prefixes: Sequence[str | None], options: SearchOptions, first_number: int = 1
@@ -330,17 +344,18 @@ class Translator:
         options: SearchOptions | None = None,
         *,
         prefix: str | None = None,
-        required: Sequence[str] = (),
+        required_phrases: Sequence[str] = (),
     ) -> Explanation:
         """Beam search of one sentence, every step recorded: enough to replay it. With a beam of
         one this is greedy search (two candidates a step, the best one kept). `prefix` and
-        `required` steer it as they steer `translate`: the steps then show what they allowed."""
+        `required_phrases` steer it as they steer `translate`: the steps then show what they allowed."""
         options = self.search_options() if options is None else options
         source_tokens = self.codec.source_tokens(sentence)[:MAX_SOURCE_TOKENS]
         if not source_tokens:
             raise UserError("nothing to explain: the sentence has no tokens", field="source")
         parsed = self._parse_prefixes([prefix], [source_tokens], options, 1) if prefix else None
-        phrase_ids = parse_required([list(required)], 1, self.codec.encode_target) if required else None
+        encode = self.codec.encode_target
+        phrase_ids = parse_required_phrases([list(required_phrases)], 1, encode) if required_phrases else None
         steering = steering_of(parsed, phrase_ids, options, device=self.device)
         ids = self.codec.src_vocab.encode(source_tokens)
         src = torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, S)
@@ -370,7 +385,7 @@ class Translator:
             steps.append(candidates)
 
         hypotheses = beam_search(self.model, src, lengths, options, observer=record, steering=steering)[0]
-        phrases = (list(required), phrase_ids[0]) if phrase_ids else ([], [])
+        phrases = (list(required_phrases), phrase_ids[0]) if phrase_ids else ([], [])
         best = self._steered(sentence, source_tokens, hypotheses, parsed[0] if parsed else None, *phrases)
         return Explanation(source_tokens, steps, best)
 

@@ -94,9 +94,9 @@ def measure(run_dir: str, terms: int, beam: int, data_dir: str | None) -> dict:
     references = [list(example.refs) for example in examples]
     options = translator.search_options(beam_size=beam)
     results = {}
-    for name, required in (("without", None), ("with", [list(glossary.required(s)) for s in sources])):
+    for name, required_phrases in (("without", None), ("with", [list(glossary.required_phrases(s)) for s in sources])):
         started = time.perf_counter()
-        translations = translator.translate(sources, options, required=required, say=lambda _line: None)
+        translations = translator.translate(sources, options, required_phrases=required_phrases, say=lambda _line: None)
         seconds = time.perf_counter() - started
         outputs = [t.text for t in translations]
         results[name] = {
@@ -107,7 +107,7 @@ def measure(run_dir: str, terms: int, beam: int, data_dir: str | None) -> dict:
             ).score,
             "terms": term_accuracy(glossary, examples, outputs, target),
             "outputs": outputs,
-            "left_out": sum(len(t.missing) for t in translations),
+            "left_out": sum(len(t.missing_required_phrases) for t in translations),
         }
     changed = sum(a != b for a, b in zip(results["without"]["outputs"], results["with"]["outputs"], strict=True))
     return {

@@ -78,7 +78,7 @@ def steering_settings(first_references: list[str], seed: int) -> dict[str, dict]
     }
     return {
         "unconstrained": {},
-        **{f"{count} per sentence": {"required": phrases} for count, phrases in required.items()},
+        **{f"{count} per sentence": {"required_phrases": phrases} for count, phrases in required.items()},
         **{name: {"prefixes": texts} for name, texts in prefixes.items()},
     }
 
@@ -100,7 +100,7 @@ def decoded_in_turns(translate: Callable[[str], list], names: list[str], repeats
 def phrase_figures(outputs: list, phrases: list[list[str]], rooms: list[int], codec) -> dict:
     """How often every required phrase is in the output, of all sentences and of those whose
     length limit leaves room (`rooms`: tokens before EOS) for their phrases' target tokens."""
-    complete = [not t.missing for t in outputs]
+    complete = [not t.missing_required_phrases for t in outputs]
     lengths = [sum(len(codec.encode_target(phrase)) for phrase in each) for each in phrases]
     fits = [length <= room for length, room in zip(lengths, rooms, strict=True)]
     return {
@@ -162,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     rooms = [int(limit) - 1 for limit in options.length_limits(source_lengths)]
     fold = str.lower if lowercase else str
     for name, asked in settings.items():
-        if "required" in asked:
-            figures = scored(name) | phrase_figures(outputs[name], asked["required"], rooms, translator.codec)
+        if "required_phrases" in asked:
+            figures = scored(name) | phrase_figures(outputs[name], asked["required_phrases"], rooms, translator.codec)
             figures["slowdown"] = figures["seconds"]["median"] / free["seconds"]["median"]
             results["constraints"][name] = figures
             print(

@@ -13,7 +13,7 @@ from attnmt.cli import main
 from attnmt.loading import ModelSpec, load
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions
-from attnmt.search.phrases import Requirements, _allocate, _Progress, missing
+from attnmt.search.phrases import Requirements, _allocate, _Progress, missing_required_phrases
 from tests.cli_helpers import run_error, run_ok
 from tests.search_helpers import ENGINES, translator_for
 from tests.search_helpers import TINY_SOURCES as SOURCES
@@ -99,11 +99,13 @@ def test_every_output_contains_every_required_phrase(tiny, engine):
     translator = translator_for(tiny, engine)
     required = random_requirements(len(translator.codec.tgt_vocab), 4)
     for options in (SearchOptions(), SearchOptions(beam_size=3, n_best=3)):
-        results = decode_all(translator.model, SOURCES, options, shortlist=translator.shortlist, required=required)
+        results = decode_all(
+            translator.model, SOURCES, options, shortlist=translator.shortlist, required_phrases=required
+        )
         for phrases, hypotheses in zip(required, results, strict=True):
             assert hypotheses
             for hypothesis in hypotheses:
-                assert missing(hypothesis.tokens, phrases) == [], (phrases, hypothesis.tokens)
+                assert missing_required_phrases(hypothesis.tokens, phrases) == [], (phrases, hypothesis.tokens)
 
 
 @pytest.mark.parametrize("beam", [1, 3])
@@ -112,9 +114,9 @@ def test_a_limit_that_just_fits_the_phrases_still_gets_them_all(tiny, beam):
     required = [[[5, 6], [7]]] * len(SOURCES)
     options = SearchOptions(beam_size=beam, max_length=4)  # three constraint tokens, then EOS: no slack
     for phrases, hypotheses in zip(
-        required, decode_all(translator.model, SOURCES, options, required=required), strict=True
+        required, decode_all(translator.model, SOURCES, options, required_phrases=required), strict=True
     ):
-        assert missing(hypotheses[0].tokens, phrases) == [] and len(hypotheses[0].tokens) == 3
+        assert missing_required_phrases(hypotheses[0].tokens, phrases) == [] and len(hypotheses[0].tokens) == 3
 
 
 def test_a_limit_too_short_reports_the_phrase_and_leaves_the_batch_alone(tiny):
@@ -122,18 +124,21 @@ def test_a_limit_too_short_reports_the_phrase_and_leaves_the_batch_alone(tiny):
     options = SearchOptions(beam_size=3, max_length=3)  # two tokens, then EOS
     required = [[[5, 6, 7]], [[5]], [[6, 7]]]
     sources = SOURCES[4:7]
-    together = decode_all(translator.model, sources, options, required=required)
-    assert missing(together[0][0].tokens, required[0]) == [0]  # three tokens cannot fit in two
-    assert missing(together[1][0].tokens, required[1]) == [] and missing(together[2][0].tokens, required[2]) == []
+    together = decode_all(translator.model, sources, options, required_phrases=required)
+    assert missing_required_phrases(together[0][0].tokens, required[0]) == [0]  # three tokens cannot fit in two
+    assert (
+        missing_required_phrases(together[1][0].tokens, required[1]) == []
+        and missing_required_phrases(together[2][0].tokens, required[2]) == []
+    )
     for source, phrases, result in zip(sources, required, together, strict=True):
-        alone = decode_all(translator.model, [source], options, required=[phrases])
+        alone = decode_all(translator.model, [source], options, required_phrases=[phrases])
         assert alone[0][0].tokens == result[0].tokens
 
 
 def test_required_text_phrases_on_the_command_line_and_in_the_api(reverse_run, tmp_path, capsys):
     translator = load(ModelSpec(reverse_run, device="cpu"))
-    translations = translator.translate(["a b c d", "e f"], required=[["x y"], []])
-    assert "x y" in translations[0].text and translations[0].missing == []
+    translations = translator.translate(["a b c d", "e f"], required_phrases=[["x y"], []])
+    assert "x y" in translations[0].text and translations[0].missing_required_phrases == []
     assert translations[1].text == translator.translate(["e f"])[0].text  # a free sentence searched as ever
     output = run_ok(capsys, "translate", str(reverse_run), "a b c", "e f g", "--require", "q")
     assert all("q" in line.split() for line in output.splitlines())
@@ -147,22 +152,25 @@ def test_required_text_phrases_on_the_command_line_and_in_the_api(reverse_run, t
     assert "sentence 1: its length limit left no room for 'x y z w v u t s r q p o'" in short.err
     refused = {
         ("a b", "--require", ""): "--require: sentence 1: a required phrase is empty",
-        ("a b", "--require", "zebra"): "--require: sentence 1: required 'zebra': every token is unknown",
+        ("a b", "--require", "zebra"): "--require: sentence 1: required phrase 'zebra': every token is unknown",
     }
     for arguments, message in refused.items():
         assert run_error(capsys, "translate", str(reverse_run), *arguments).startswith(f"attnmt: error: {message}")
     _, client = serving(str(reverse_run))
     with client:
-        body = {"sentences": ["a b c d", "e f"], "constraints": [["x"], []], "beam_size": 3}
+        body = {"sentences": ["a b c d", "e f"], "required_phrases": [["x"], []], "beam_size": 3}
         answer = client.post("/v1/translate", json=body)
         assert answer.status_code == 200, answer.text
         first, second = answer.json()["translations"]
-        assert "x" in first["hypotheses"][0]["text"].split() and first["unmet_constraints"] == []
-        assert second["unmet_constraints"] == []  # it had none to meet
+        assert "x" in first["hypotheses"][0]["text"].split() and first["missing_required_phrases"] == []
+        assert second["missing_required_phrases"] == []  # it had none to meet
         plain = client.post("/v1/translate", json={"sentences": ["a b c d"]}).json()["translations"][0]
-        assert "unmet_constraints" not in plain
-        for constraints, message in (([["x"]], "1 lists of constraints for 2 sentences"), ([["zebra"], []], "unknown")):
-            body = {"sentences": ["a b c d", "e f"], "constraints": constraints}
+        assert "missing_required_phrases" not in plain
+        for required_phrases, message in (
+            ([["x"]], "1 lists of required phrases for 2 sentences"),
+            ([["zebra"], []], "unknown"),
+        ):
+            body = {"sentences": ["a b c d", "e f"], "required_phrases": required_phrases}
             answer = client.post("/v1/translate", json=body)
-            assert answer.status_code == 422 and answer.json()["field"] == "constraints", answer.text
+            assert answer.status_code == 422 and answer.json()["field"] == "required_phrases", answer.text
             assert message in answer.json()["error"]

@@ -140,7 +140,7 @@ def test_the_api_translates_paragraphs_and_refuses_what_a_document_cannot_take(r
         assert "paragraphs" not in client.post("/v1/translate", json={"sentences": ["a b"]}).json()
         for extra, field, message in (
             ({"prefixes": ["a", "b"]}, "prefixes", "a document is cut into sentences"),
-            ({"constraints": [[], []]}, "constraints", "a document is cut into sentences"),
+            ({"required_phrases": [[], []]}, "required_phrases", "a document is cut into sentences"),
             ({"sentences": ["a b. " * 5000]}, "sentences[0]", "at most 20000 characters (max_document_chars)"),
             ({"sentences": ["a b! " * 300]}, "sentences", "at most 256 (max_document_sentences)"),
         ):

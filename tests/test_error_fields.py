@@ -47,7 +47,7 @@ def request_fields() -> set[str]:
 
 def test_the_scan_finds_the_fields_of_the_library_and_of_the_server():
     fields = raised_fields()
-    assert {"decode.beam_size", "prefix", "require", "decode.min_length"} <= set(fields)
+    assert {"decode.beam_size", "prefix", "required_phrases", "decode.min_length"} <= set(fields)
     assert "attnmt/search/options.py" in fields["decode.stopping"] and "model" in fields
 
 

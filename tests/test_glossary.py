@@ -36,15 +36,15 @@ def test_terms_match_whole_words_longest_first_without_overlap(tmp_path):
     assert len(glossary) == 5
     found = glossary.match("The New York City marathon goes through York, not Newarkish city.")
     assert [term.source for term in found] == ["new york city", "york", "city"]
-    assert glossary.required("new york and new york") == ("new york",), "each target once"
+    assert glossary.required_phrases("new york and new york") == ("new york",), "each target once"
     assert glossary.match("newyork yorkshire") == (), "whole words only"
-    applied = glossary.applied("york city", missing=["x"])
+    applied = glossary.applied("york city", missing_required_phrases=["x"])
     assert applied.record() == {"applied": [["york", "y"]], "missing": [["city", "x"]]}
 
 
 def test_a_cased_run_matches_case_as_it_is_and_a_term_may_keep_its_source(tmp_path):
     glossary = read_glossary(glossary_file(tmp_path, "Paris\tParis\n"), "en", False, lambda t: [5])
-    assert glossary.required("I love Paris .") == ("Paris",) and glossary.match("i love paris .") == ()
+    assert glossary.required_phrases("I love Paris .") == ("Paris",) and glossary.match("i love paris .") == ()
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ def test_a_free_sentence_beside_required_phrases_is_searched_as_plain_search(kin
     model = untrained(kind)
     plain = decode_all(model, SOURCES, options, batch_size=4)
     required = [[[4 + n % 5], [6, 7]] if n in STEERED else [] for n in range(len(SOURCES))]
-    steered = decode_all(model, SOURCES, options, batch_size=4, required=required)
+    steered = decode_all(model, SOURCES, options, batch_size=4, required_phrases=required)
     for sentence in range(len(SOURCES)):
         if sentence not in STEERED:
             assert_same_search(steered[sentence], plain[sentence], sentence)
@@ -99,7 +99,7 @@ def test_best_finished_stopping_is_refused_where_the_search_cannot_do_it(tmp_pat
     model = untrained(KINDS[0])
     options = SearchOptions(beam_size=3, stopping="best_finished")
     with pytest.raises(UserError, match="stopping best_finished is not available with required phrases"):
-        decode_all(model, SOURCES, options, required=[[[5]]] + [[]] * (len(SOURCES) - 1))
+        decode_all(model, SOURCES, options, required_phrases=[[[5]]] + [[]] * (len(SOURCES) - 1))
     with pytest.raises(UserError, match="stopping must be one of k_finished, best_finished"):
         SearchOptions(stopping="first")
 

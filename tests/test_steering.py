@@ -11,7 +11,7 @@ import torch
 from attnmt.loading import ModelSpec, load
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions, never_generated
-from attnmt.search.phrases import missing
+from attnmt.search.phrases import missing_required_phrases
 from attnmt.search.prefix import Prefix
 from attnmt.vocab import BOS, EOS
 from tests.cli_helpers import run_error, run_ok
@@ -35,12 +35,12 @@ def test_a_prefix_and_phrases_together_and_each_alone_as_its_rule_alone(kind, op
     model = untrained(kind)
     everyone = {BOTH, PREFIX_ONLY, PHRASES_ONLY}
     prefixes, required = steering_for(everyone, {BOTH, PREFIX_ONLY}, {BOTH, PHRASES_ONLY})
-    together = decode_all(model, SOURCES, options, batch_size=12, prefixes=prefixes, required=required)
+    together = decode_all(model, SOURCES, options, batch_size=12, prefixes=prefixes, required_phrases=required)
     for hypothesis in together[BOTH]:
         assert hypothesis.tokens[:2] == list(prefixes[BOTH].forced)
-        assert missing(hypothesis.tokens, required[BOTH]) == []
+        assert missing_required_phrases(hypothesis.tokens, required[BOTH]) == []
     only_prefixes = decode_all(model, SOURCES, options, batch_size=12, prefixes=prefixes)
-    only_phrases = decode_all(model, SOURCES, options, batch_size=12, required=required)
+    only_phrases = decode_all(model, SOURCES, options, batch_size=12, required_phrases=required)
     plain = decode_all(model, SOURCES, options, batch_size=12)
     assert_same_search(together[PREFIX_ONLY], only_prefixes[PREFIX_ONLY], PREFIX_ONLY)
     assert_same_search(together[PHRASES_ONLY], only_phrases[PHRASES_ONLY], PHRASES_ONLY)
@@ -51,8 +51,8 @@ def test_a_prefix_and_phrases_together_and_each_alone_as_its_rule_alone(kind, op
 def test_a_phrase_inside_the_prefix_is_met_by_it():
     model = untrained(KINDS[0])
     prefix = Prefix((5, 6, 8), (), TGT_VOCAB)
-    [[hypothesis]] = decode_all(model, [SOURCES[3]], SearchOptions(), prefixes=[prefix], required=[[[6, 8]]])
-    assert hypothesis.tokens[:3] == [5, 6, 8] and missing(hypothesis.tokens, [[6, 8]]) == []
+    [[hypothesis]] = decode_all(model, [SOURCES[3]], SearchOptions(), prefixes=[prefix], required_phrases=[[[6, 8]]])
+    assert hypothesis.tokens[:3] == [5, 6, 8] and missing_required_phrases(hypothesis.tokens, [[6, 8]]) == []
 
 
 @pytest.mark.parametrize("options", BEAMS, ids=["greedy", "beam 3"])
@@ -61,10 +61,12 @@ def test_when_the_limit_holds_the_prefix_but_not_the_phrase_the_prefix_wins(opti
     model = untrained(KINDS[3])
     prefix = Prefix((5, 9, 4), (), TGT_VOCAB)
     limited = SearchOptions(beam_size=options.beam_size, n_best=options.n_best, max_length=5)
-    results = decode_all(model, [SOURCES[6]], limited, prefixes=[prefix], required=[[[7, 8]]])
+    results = decode_all(model, [SOURCES[6]], limited, prefixes=[prefix], required_phrases=[[[7, 8]]])
     for hypothesis in results[0]:
         assert hypothesis.tokens[:3] == [5, 9, 4] and len(hypothesis.tokens) <= 4
-    assert missing(results[0][0].tokens, [[7, 8]]) == [0]  # one token after the prefix: no room for two
+    assert missing_required_phrases(results[0][0].tokens, [[7, 8]]) == [
+        0
+    ]  # one token after the prefix: no room for two
 
 
 def test_the_command_line_takes_a_prefix_with_required_phrases(reverse_run, tmp_path, capsys):
@@ -81,27 +83,27 @@ def test_the_command_line_takes_a_prefix_with_required_phrases(reverse_run, tmp_
     assert refused.startswith("attnmt: error: --prefix: sentence 1: prefix 'zebra ': every token is unknown")
 
 
-def test_the_api_and_the_replay_take_a_prefix_with_constraints(reverse_run):
+def test_the_api_and_the_replay_take_a_prefix_with_required_phrases(reverse_run):
     translator = load(ModelSpec(reverse_run, device="cpu"))
     options = translator.search_options(beam_size=3, n_best=3)
-    [translated] = translator.translate(["a b c d"], options, prefixes=["d c"], required=[["a"]])
-    explained = translator.explain("a b c d", options, prefix="d c", required=["a"])
-    assert explained.translation.text == translated.text and explained.translation.missing == []
+    [translated] = translator.translate(["a b c d"], options, prefixes=["d c"], required_phrases=[["a"]])
+    explained = translator.explain("a b c d", options, prefix="d c", required_phrases=["a"])
+    assert explained.translation.text == translated.text and explained.translation.missing_required_phrases == []
     assert [t.text for t in explained.translation.alternatives] == [t.text for t in translated.alternatives]
     first_step = [candidate for candidate in explained.steps[0] if candidate.status == "kept"]
     assert [candidate.tokens for candidate in first_step] == [["d"]]  # the prefix's first token, alone
     _, client = serving(str(reverse_run))
     with client:
-        body = {"sentences": ["a b c d", "e f g"], "prefixes": ["d c", ""], "constraints": [["a"], ["h"]]}
+        body = {"sentences": ["a b c d", "e f g"], "prefixes": ["d c", ""], "required_phrases": [["a"], ["h"]]}
         answer = client.post("/v1/translate", json=body | {"beam_size": 3})
         assert answer.status_code == 200, answer.text
         first, second = answer.json()["translations"]
         assert first["hypotheses"][0]["text"].startswith("d c") and "a" in first["hypotheses"][0]["text"].split()
-        assert "h" in second["hypotheses"][0]["text"].split() and second["unmet_constraints"] == []
-        replay = client.post("/v1/explain", json={"sentence": "a b c d", "prefix": "d c", "constraints": ["a"]})
+        assert "h" in second["hypotheses"][0]["text"].split() and second["missing_required_phrases"] == []
+        replay = client.post("/v1/explain", json={"sentence": "a b c d", "prefix": "d c", "required_phrases": ["a"]})
         assert replay.status_code == 200, replay.text
         assert replay.json()["hypotheses"][0]["text"].startswith("d c")
-        for request, field in (({"prefix": "zebra "}, "prefix"), ({"constraints": ["zebra"]}, "constraints")):
+        for request, field in (({"prefix": "zebra "}, "prefix"), ({"required_phrases": ["zebra"]}, "required_phrases")):
             refused = client.post("/v1/explain", json={"sentence": "a b c d", **request})
             assert refused.status_code == 422 and refused.json()["field"] == field, refused.text
 

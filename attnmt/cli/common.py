@@ -34,7 +34,7 @@ FLAGS = {
     "shortlist": "--shortlist",
     "fast": "--fast",
     "prefix": "--prefix",
-    "require": "--require",
+    "required_phrases": "--require",
     "fast_bound": "--fast-bound",
     "ensemble_attention": "--ensemble-attention",
     "data_dir": "--data-dir",

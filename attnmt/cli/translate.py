@@ -171,7 +171,8 @@ def _sources(lines: Iterable[str], args: argparse.Namespace, glossary=None) -> I
             source, *phrases = line.split("\t")
         else:
             source = line
-        yield Source(source, prefix=prefix, required=required_phrases(source, [*phrases, *args.require], glossary))
+        phrases = [*phrases, *args.require]
+        yield Source(source, prefix=prefix, required_phrases=required_phrases(source, phrases, glossary))
 
 
 def run(args: argparse.Namespace, console: Console) -> None:
@@ -308,7 +309,7 @@ class _GlossaryReport:
         import json
 
         for translation in translations if self.glossary else ():
-            applied = self.glossary.applied(translation.source, translation.missing)
+            applied = self.glossary.applied(translation.source, translation.missing_required_phrases)
             self.sentences += 1
             self.with_terms += bool(applied.applied or applied.missing)
             self.applied, self.missing = self.applied + len(applied.applied), self.missing + len(applied.missing)

@@ -84,13 +84,13 @@ def _vocabulary(
     shortlist: Shortlisting,
     src: torch.Tensor,
     prefixes: Sequence[Prefix | None] | None,
-    required: Sequence[Sequence[Sequence[int]]] | None,
+    required_phrases: Sequence[Sequence[Sequence[int]]] | None,
 ) -> torch.Tensor:
     """The batch's shortlist vocabulary (V',) on src's device, with every id its prefixes may put
     out and its required phrases hold."""
     vocabulary = shortlist.vocabulary(src)
     needed = {token for prefix in prefixes or () if prefix is not None for token in prefix.ids()}
-    needed |= {token for phrases in required or () for phrase in phrases for token in phrase}
+    needed |= {token for phrases in required_phrases or () for phrase in phrases for token in phrase}
     if needed:
         added = torch.tensor(sorted(needed), dtype=vocabulary.dtype, device=vocabulary.device)
         vocabulary = torch.cat([vocabulary, added]).unique()  # sorted
@@ -99,7 +99,7 @@ def _vocabulary(
 
 def steering_of(
     prefixes: Sequence[Prefix | None] | None,
-    required: Sequence[Sequence[Sequence[int]]] | None,
+    required_phrases: Sequence[Sequence[Sequence[int]]] | None,
     options: SearchOptions,
     vocabulary: torch.Tensor | None = None,
     device: torch.device | str = "cpu",
@@ -111,14 +111,14 @@ def steering_of(
     rules: list[Rule] = []
     if prefixes is not None and any(prefix is not None for prefix in prefixes):
         rules.append(Forcing.of(prefixes, vocabulary, device))
-    if required is not None and any(required):
+    if required_phrases is not None and any(required_phrases):
         if options.stopping != "k_finished" and not options.is_greedy:
             raise UserError(
                 f"stopping {options.stopping} is not available with required phrases: their search "
                 "keeps each sentence's beam until it has finished hypotheses with every phrase",
                 field="decode.stopping",
             )
-        rules.append(Phrases(Requirements.of(required, vocabulary, device)))
+        rules.append(Phrases(Requirements.of(required_phrases, vocabulary, device)))
     if options.min_length > 0:
         rules.append(MinLength(options.min_length))
     return Steering(rules)
@@ -157,7 +157,7 @@ def decode_all(
     device: torch.device | str = "cpu",
     shortlist: Shortlisting | None = None,
     prefixes: Sequence[Prefix | None] | None = None,
-    required: Sequence[Sequence[Sequence[int]]] | None = None,
+    required_phrases: Sequence[Sequence[Sequence[int]]] | None = None,
     fixed_shapes: bool = False,
 ) -> list[list[Hypothesis]]:
     """Decode many id sequences in length-sorted batches; results come back in input order.
@@ -170,8 +170,8 @@ def decode_all(
     batch chooses among its vocabulary only (the union of its sources' candidates, and every
     token a prefix may put out or a phrase holds): a sentence's result may then depend on the
     batch it is in. `prefixes`, one per source (None: free), say how each output must begin;
-    the caller checks that each fits its sentence's length limit. `required`, one list of
-    phrases (target id lists) per source, are phrases its outputs must contain. Both may be
+    the caller checks that each fits its sentence's length limit. `required_phrases`, one list
+    of phrases (target id lists) per source, are phrases its outputs must contain. Both may be
     given, for the same sentence too (`steering_of`). `fixed_shapes` searches the batches
     without either in fixed shapes (`graphed`), each step a replayed CUDA graph on a CUDA
     device: the same outputs, fewer launches and no host read per step.
@@ -187,12 +187,12 @@ def decode_all(
             src[row, : len(src_ids[i])] = torch.as_tensor(src_ids[i], dtype=torch.long)
         src, lengths = src.to(device), lengths.to(device)
         chunk_prefixes = None if prefixes is None else [prefixes[i] for i in chunk]
-        chunk_required = None if required is None else [required[i] for i in chunk]
+        chunk_required_phrases = None if required_phrases is None else [required_phrases[i] for i in chunk]
         searched: StepModel = model
         if shortlist is not None:
-            searched = _Restricted(model, _vocabulary(shortlist, src, chunk_prefixes, chunk_required))
+            searched = _Restricted(model, _vocabulary(shortlist, src, chunk_prefixes, chunk_required_phrases))
         restricted = searched.vocabulary if isinstance(searched, _Restricted) else None
-        steering = steering_of(chunk_prefixes, chunk_required, options, restricted, device)
+        steering = steering_of(chunk_prefixes, chunk_required_phrases, options, restricted, device)
         batch_results = search_batch(searched, src, lengths, options, steering, fixed_shapes)
         if isinstance(searched, _Restricted):
             batch_results = [[searched.ids(h) for h in hypotheses] for hypotheses in batch_results]

@@ -238,33 +238,35 @@ class Phrases(Rule):
         self.progress = self.progress.gather(pick).rows(keep)
 
 
-def parse_required(
-    required: Sequence[Sequence[str]], count: int, encode: Callable[[str], list[int]], first: int = 1
+def parse_required_phrases(
+    required_phrases: Sequence[Sequence[str]], count: int, encode: Callable[[str], list[int]], first: int = 1
 ) -> list[list[list[int]]]:
     """Each of `count` sentences' required phrases (one list per sentence) as target ids, by
     `encode` (the target tokenizer and vocabulary); an empty phrase, or one of unknown tokens
     only, is a UserError naming the sentence (numbered from `first`)."""
-    if len(required) != count:
-        raise UserError(f"{len(required)} lists of required phrases for {count} sentences", field="require")
+    if len(required_phrases) != count:
+        raise UserError(
+            f"{len(required_phrases)} lists of required phrases for {count} sentences", field="required_phrases"
+        )
     parsed = []
-    for index, phrases in enumerate(required):
+    for index, phrases in enumerate(required_phrases):
         ids = []
         for phrase in phrases:
             tokens = encode(phrase)
             if not tokens:
-                raise UserError(f"sentence {first + index}: a required phrase is empty", field="require")
+                raise UserError(f"sentence {first + index}: a required phrase is empty", field="required_phrases")
             if all(token == UNK for token in tokens):
                 raise UserError(
-                    f"sentence {first + index}: required {phrase!r}: every token is unknown to the model's "
+                    f"sentence {first + index}: required phrase {phrase!r}: every token is unknown to the model's "
                     "target vocabulary",
-                    field="require",
+                    field="required_phrases",
                 )
             ids.append(tokens)
         parsed.append(ids)
     return parsed
 
 
-def missing(tokens: Sequence[int], phrases: Sequence[Sequence[int]]) -> list[int]:
+def missing_required_phrases(tokens: Sequence[int], phrases: Sequence[Sequence[int]]) -> list[int]:
     """Which phrases (their indices) do not occur in `tokens` as a contiguous run."""
     text = list(tokens)
     return [

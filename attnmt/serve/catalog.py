@@ -32,7 +32,7 @@ API_FIELDS = {
     "decode.length_penalty": "length_penalty",
     "max_length": "max_length",
     "prefix": "prefixes",
-    "require": "constraints",
+    "required_phrases": "required_phrases",
     "glossary": "glossary",
     "source": "sentences",
     "target": "targets",

@@ -89,8 +89,8 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
     sources = _sources(texts, request, glossary)
     if request.prefixes is not None:  # checked alone: a bad one must not fail the batch it would join
         run.translator.check_prefixes(request.sentences, request.prefixes, options, first_number=0)
-    if request.constraints is not None:
-        run.translator.check_required(request.constraints, first_number=0)
+    if request.required_phrases is not None:
+        run.translator.check_required_phrases(request.required_phrases, first_number=0)
     try:
         future = state.batcher.submit(run.name, sources, options)
     except QueueFull:
@@ -101,10 +101,10 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
     translations = await state.within_timeout(asyncio.wrap_future(future))
     answers = [sentence_json(t, request.return_attention) for t in translations]
     for answer, translation in zip(answers, translations, strict=True):
-        if request.constraints is not None:
-            answer["unmet_constraints"] = translation.missing
+        if request.required_phrases is not None:
+            answer["missing_required_phrases"] = translation.missing_required_phrases
         if glossary is not None:
-            answer["glossary"] = glossary.applied(translation.source, translation.missing).record()
+            answer["glossary"] = glossary.applied(translation.source, translation.missing_required_phrases).record()
     if marked is not None:
         codec, lowercase = run.translator.codec, run.translator.config.data.lowercase
         surfaces = codec.src_tokenizer.surface, codec.tgt_tokenizer.surface
@@ -169,12 +169,12 @@ def _glossary(request: TranslateRequest, run) -> Glossary | None:
 
 def _sources(texts: list[str], request: TranslateRequest, glossary: Glossary | None) -> list:
     """The sentences to translate (the request's, or its document's), each with its prefix and
-    constraints when it has them, and the targets of the glossary's terms found in it."""
+    required phrases when it has them, and the targets of the glossary's terms found in it."""
     prefixes = request.prefixes or [""] * len(texts)
-    required = request.constraints or [[] for _ in texts]
+    given = request.required_phrases or [[] for _ in texts]
     return [
-        Source(text, prefix=prefix, required=required_phrases(text, phrases, glossary))
-        for text, prefix, phrases in zip(texts, prefixes, required, strict=True)
+        Source(text, prefix=prefix, required_phrases=required_phrases(text, phrases, glossary))
+        for text, prefix, phrases in zip(texts, prefixes, given, strict=True)
     ]
 
 
@@ -200,7 +200,9 @@ async def explain(request: ExplainRequest, state: Server) -> ExplainResponse:
     options = state.search_options(run, request, n_best=1)
     options = dataclasses.replace(options, n_best=options.beam_size)  # the whole final beam
 
-    explain = functools.partial(run.translator.explain, prefix=request.prefix, required=request.constraints)
+    explain = functools.partial(
+        run.translator.explain, prefix=request.prefix, required_phrases=request.required_phrases
+    )
     work = asyncio.to_thread(state.in_turn, explain, request.sentence, options)
     explanation = await state.within_timeout(work)
     return ExplainResponse.model_validate(run.explanation_json(explanation, options.beam_size))

@@ -87,7 +87,7 @@ class TranslateRequest(_Request):
         description='the start of each sentence\'s translation, which the search continues ("" for none); '
         "an unfinished last word is completed",
     )
-    constraints: list[list[str]] | None = Field(
+    required_phrases: list[list[str]] | None = Field(
         None,
         description="per sentence, target phrases its translations must contain (terminology); "
         "a sentence may have a prefix too",
@@ -107,7 +107,7 @@ class TranslateRequest(_Request):
     document: bool = Field(
         False,
         description="each of `sentences` is a paragraph: cut into sentences, which `translations` hold in "
-        "order, and put back together in `paragraphs` with the paragraph's spacing (no prefixes or constraints)",
+        "order, and put back together in `paragraphs` with the paragraph's spacing (no prefixes or required phrases)",
     )
 
 
@@ -123,14 +123,14 @@ class ScoreRequest(_Addressed):
 class ExplainRequest(_Request):
     sentence: str = Field(description="one raw sentence")
     prefix: str = Field("", description='the start of its translation, which the search continues ("" for none)')
-    constraints: list[str] = Field([], description="target phrases its translation must contain")
+    required_phrases: list[str] = Field([], description="target phrases its translation must contain")
 
 
 def check_limits(request: TranslateRequest | ExplainRequest | ScoreRequest, limits: Limits) -> None:
     """Raise RequestRefused for the first field over its limit."""
     if isinstance(request, ExplainRequest):
         named = [("sentence", request.sentence), ("prefix", request.prefix)]
-        named += [(f"constraints[{i}]", phrase) for i, phrase in enumerate(request.constraints)]
+        named += [(f"required_phrases[{i}]", phrase) for i, phrase in enumerate(request.required_phrases)]
     else:
         if len(request.sentences) > limits.max_sentences:
             raise RequestRefused(
@@ -167,15 +167,15 @@ def _targets(request: ScoreRequest) -> list[tuple[str, str]]:
 
 
 def _steering(request: TranslateRequest) -> list[tuple[str, str]]:
-    """The prefixes and constraints, checked to come one per sentence."""
+    """The prefixes and required phrases, checked to come one per sentence."""
     named = []
     if request.prefixes is not None:
         _one_each("prefixes", request.prefixes, request, "prefixes")
         named += [(f"prefixes[{i}]", prefix) for i, prefix in enumerate(request.prefixes)]
-    if request.constraints is not None:
-        _one_each("constraints", request.constraints, request, "lists of constraints")
-        for i, phrases in enumerate(request.constraints):
-            named += [(f"constraints[{i}]", phrase) for phrase in phrases]
+    if request.required_phrases is not None:
+        _one_each("required_phrases", request.required_phrases, request, "lists of required phrases")
+        for i, phrases in enumerate(request.required_phrases):
+            named += [(f"required_phrases[{i}]", phrase) for phrase in phrases]
     return named
 
 
@@ -184,7 +184,7 @@ def _document_steering(request: TranslateRequest) -> list:
     given per sentence."""
     if request.markup is not None:
         raise RequestRefused("markup goes with sentences, not with a document", field="markup")
-    for field in ("prefixes", "constraints"):
+    for field in ("prefixes", "required_phrases"):
         if getattr(request, field) is not None:
             raise RequestRefused(f"{field} are given per sentence; a document is cut into sentences", field=field)
     return []
@@ -223,15 +223,19 @@ class Hypothesis(_Response):
 
 class GlossaryOutcome(_Response):
     applied: list[list[str]] = Field(description="[source, target] terms the best translation contains")
-    missing: list[list[str]] = Field(description="terms it lacks, its length limit having left no room")
+    missing: list[list[str]] = Field(
+        description="glossary terms (not required phrases) found in the sentence, as [source, target], whose "
+        "target the best translation lacks, its length limit having left no room"
+    )
 
 
 class SentenceTranslation(_Response):
     source: str
     source_tokens: list[str]
     hypotheses: list[Hypothesis]
-    unmet_constraints: list[str] | None = Field(
-        None, description="with constraints: those the best translation lacks, its length limit having left no room"
+    missing_required_phrases: list[str] | None = Field(
+        None,
+        description="with required phrases: those the best translation lacks, its length limit having left no room",
     )
     glossary: GlossaryOutcome | None = Field(None, description="with a glossary: the terms found in the sentence")
     markup: str | None = Field(None, description="with markup: the best translation with the sentence's tags put back")

@@ -34,18 +34,18 @@ async function attempt(what, work) {
   }
 }
 
-// The start of the translation typed so far, and the required terms (separated by ";")
+// The start of the translation typed so far, and the required phrases (separated by ";")
 function steering() {
-  const terms = $("require").value.split(";").map((term) => term.trim()).filter(Boolean);
-  return {prefix: $("prefix").value, terms};
+  const requiredPhrases = $("require").value.split(";").map((phrase) => phrase.trim()).filter(Boolean);
+  return {prefix: $("prefix").value, requiredPhrases};
 }
 
 function translateRequest(model, sentence) {
   const request = {model, sentences: [sentence], beam_size: Number($("beam").value),
                    n_best: Math.min(5, Number($("beam").value)), return_attention: true};
-  const {prefix, terms} = steering();
+  const {prefix, requiredPhrases} = steering();
   if (prefix.trim()) request.prefixes = [prefix];
-  if (terms.length) request.constraints = [terms];
+  if (requiredPhrases.length) request.required_phrases = [requiredPhrases];
   return request;
 }
 
@@ -74,12 +74,11 @@ async function translate() {
     const data = await api("/v1/translate", translateRequest($("model").value, sentence), controller.signal);
     if (translating !== controller) return false;
     const result = data.translations[0];
-    if (result.unmet_constraints && result.unmet_constraints.length) {
-      status(`Its length limit left no room for: ${result.unmet_constraints.join("; ")}`, true);
-    }
+    const missing = result.missing_required_phrases || [];
+    if (missing.length) status(`Its length limit left no room for: ${missing.join("; ")}`, true);
     showResult({translation: $("translation"), nbest: $("nbest"), heatmap: $("heatmap")}, result);
     showGlossary(result.glossary);
-    return !(result.unmet_constraints && result.unmet_constraints.length);  // keep the warning shown
+    return !missing.length;  // keep the warning shown
   });
 }
 
@@ -93,7 +92,7 @@ function showGlossary(outcome) {
   $("glossary").textContent = parts.join(". ");
 }
 
-// Typing the start of the translation (or the terms) translates again once the typing pauses
+// Typing the start of the translation (or the required phrases) translates again once the typing pauses
 let typingPause = null;
 function translateSoon() {
   clearTimeout(typingPause);
@@ -147,9 +146,10 @@ async function explain() {
   const sentence = $("source").value.trim();
   if (!sentence) return status("Type a sentence first.", true);
   await attempt("replaying the search", async () => {
-    const {prefix, terms} = steering();  // the replay shows the search as the translation was steered
+    const {prefix, requiredPhrases} = steering();  // the replay shows the search as the translation was steered
     replay.show(await api("/v1/explain", {model: $("model").value, sentence, beam_size: Number($("beam").value),
-                                          prefix: prefix.trim() ? prefix : "", constraints: terms}));
+                                          prefix: prefix.trim() ? prefix : "",
+                                          required_phrases: requiredPhrases}));
   });
 }
 
