@@ -1,4 +1,4 @@
-"""Lexically constrained beam search (dynamic beam allocation): the constraint bookkeeping and the
+"""Required phrases by dynamic beam allocation (lexically constrained decoding): the bookkeeping and the
 beam's sharing among banks against references written from Post and Vilar (2018); every
 satisfiable required phrase appears in every output, for every decoder and engine; a sentence
 whose length limit leaves no room gets its best translation with the phrase reported missing,
@@ -13,7 +13,7 @@ from attnmt.cli import main
 from attnmt.loading import ModelSpec, load
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions
-from attnmt.search.phrases import Requirements, _allocate, _Progress, missing_required_phrases
+from attnmt.search.phrases import RequiredPhraseIds, _allocate, _Progress, missing_required_phrases
 from tests.cli_helpers import run_error, run_ok
 from tests.search_helpers import ENGINES, translator_for
 from tests.search_helpers import TINY_SOURCES as SOURCES
@@ -41,7 +41,7 @@ def reference_after(state, token, phrases):
 def test_the_bookkeeping_follows_each_hypothesis_through_its_tokens():
     rng = random.Random(2)
     phrases = [[5, 6, 7], [6], [8, 5]]
-    required = Requirements.of([phrases], None, "cpu")
+    required_phrases = RequiredPhraseIds.of([phrases], None, "cpu")
     hypotheses = 6
     states = [([False] * 3, -1, 0) for _ in range(hypotheses)]
     progress = _Progress(
@@ -52,16 +52,16 @@ def test_the_bookkeeping_follows_each_hypothesis_through_its_tokens():
     for _ in range(30):
         tokens = [rng.choice([5, 6, 7, 8, 9]) for _ in range(hypotheses)]
         states = [reference_after(state, token, phrases) for state, token in zip(states, tokens, strict=True)]
-        progress = progress.after(torch.tensor([tokens]), required.phrases, required.lengths)
+        progress = progress.after(torch.tensor([tokens]), required_phrases.phrases, required_phrases.lengths)
         assert progress.met[0].tolist() == [state[0] for state in states]
         assert progress.phrase[0].tolist() == [state[1] for state in states]
         assert progress.position[0].tolist() == [state[2] for state in states]
         counts = [sum(len(p) for p, m in zip(phrases, state[0], strict=True) if m) + state[2] for state in states]
-        assert progress.count(required.lengths)[0].tolist() == counts
+        assert progress.count(required_phrases.lengths)[0].tolist() == counts
 
 
 def reference_allocate(scores, counts, total, beam):
-    """The K kept: each bank (constraint count 0..total) its share K // banks, the remainder to the
+    """The K kept: each bank (phrase-token count 0..total) its share K // banks, the remainder to the
     highest banks, best-scoring first within a bank; slots left go to the best of the rest."""
     banks = total + 1
     quota = {bank: beam // banks + (1 if bank >= banks - beam % banks else 0) for bank in range(banks)}
@@ -87,7 +87,7 @@ def test_the_beam_is_shared_among_banks_as_the_paper_says(beam):
         assert picked[: len(expected)] == expected
 
 
-def random_requirements(size: int, seed: int) -> list[list[list[int]]]:
+def random_required_phrases(size: int, seed: int) -> list[list[list[int]]]:
     rng = random.Random(seed)
     return [
         [[rng.randrange(4, size) for _ in range(rng.randint(1, 2))] for _ in range(rng.randint(1, 3))] for _ in SOURCES
@@ -97,12 +97,12 @@ def random_requirements(size: int, seed: int) -> list[list[list[int]]]:
 @pytest.mark.parametrize("engine", ENGINES)
 def test_every_output_contains_every_required_phrase(tiny, engine):
     translator = translator_for(tiny, engine)
-    required = random_requirements(len(translator.codec.tgt_vocab), 4)
+    required_phrases = random_required_phrases(len(translator.codec.tgt_vocab), 4)
     for options in (SearchOptions(), SearchOptions(beam_size=3, n_best=3)):
         results = decode_all(
-            translator.model, SOURCES, options, shortlist=translator.shortlist, required_phrases=required
+            translator.model, SOURCES, options, shortlist=translator.shortlist, required_phrases=required_phrases
         )
-        for phrases, hypotheses in zip(required, results, strict=True):
+        for phrases, hypotheses in zip(required_phrases, results, strict=True):
             assert hypotheses
             for hypothesis in hypotheses:
                 assert missing_required_phrases(hypothesis.tokens, phrases) == [], (phrases, hypothesis.tokens)
@@ -111,10 +111,10 @@ def test_every_output_contains_every_required_phrase(tiny, engine):
 @pytest.mark.parametrize("beam", [1, 3])
 def test_a_limit_that_just_fits_the_phrases_still_gets_them_all(tiny, beam):
     translator = translator_for(tiny, "torch")
-    required = [[[5, 6], [7]]] * len(SOURCES)
-    options = SearchOptions(beam_size=beam, max_length=4)  # three constraint tokens, then EOS: no slack
+    required_phrases = [[[5, 6], [7]]] * len(SOURCES)
+    options = SearchOptions(beam_size=beam, max_length=4)  # three phrase tokens, then EOS: no slack
     for phrases, hypotheses in zip(
-        required, decode_all(translator.model, SOURCES, options, required_phrases=required), strict=True
+        required_phrases, decode_all(translator.model, SOURCES, options, required_phrases=required_phrases), strict=True
     ):
         assert missing_required_phrases(hypotheses[0].tokens, phrases) == [] and len(hypotheses[0].tokens) == 3
 
@@ -122,15 +122,15 @@ def test_a_limit_that_just_fits_the_phrases_still_gets_them_all(tiny, beam):
 def test_a_limit_too_short_reports_the_phrase_and_leaves_the_batch_alone(tiny):
     translator = translator_for(tiny, "torch")
     options = SearchOptions(beam_size=3, max_length=3)  # two tokens, then EOS
-    required = [[[5, 6, 7]], [[5]], [[6, 7]]]
+    required_phrases = [[[5, 6, 7]], [[5]], [[6, 7]]]
     sources = SOURCES[4:7]
-    together = decode_all(translator.model, sources, options, required_phrases=required)
-    assert missing_required_phrases(together[0][0].tokens, required[0]) == [0]  # three tokens cannot fit in two
+    together = decode_all(translator.model, sources, options, required_phrases=required_phrases)
+    assert missing_required_phrases(together[0][0].tokens, required_phrases[0]) == [0]  # three tokens cannot fit in two
     assert (
-        missing_required_phrases(together[1][0].tokens, required[1]) == []
-        and missing_required_phrases(together[2][0].tokens, required[2]) == []
+        missing_required_phrases(together[1][0].tokens, required_phrases[1]) == []
+        and missing_required_phrases(together[2][0].tokens, required_phrases[2]) == []
     )
-    for source, phrases, result in zip(sources, required, together, strict=True):
+    for source, phrases, result in zip(sources, required_phrases, together, strict=True):
         alone = decode_all(translator.model, [source], options, required_phrases=[phrases])
         assert alone[0][0].tokens == result[0].tokens
 

@@ -27,8 +27,8 @@ STEERED = {0, 5, 7}  # the sentences given a prefix or phrases; the others are f
 def test_a_free_sentence_beside_required_phrases_is_searched_as_plain_search(kind, options):
     model = untrained(kind)
     plain = decode_all(model, SOURCES, options, batch_size=4)
-    required = [[[4 + n % 5], [6, 7]] if n in STEERED else [] for n in range(len(SOURCES))]
-    steered = decode_all(model, SOURCES, options, batch_size=4, required_phrases=required)
+    required_phrases = [[[4 + n % 5], [6, 7]] if n in STEERED else [] for n in range(len(SOURCES))]
+    steered = decode_all(model, SOURCES, options, batch_size=4, required_phrases=required_phrases)
     for sentence in range(len(SOURCES)):
         if sentence not in STEERED:
             assert_same_search(steered[sentence], plain[sentence], sentence)

@@ -25,8 +25,8 @@ BEAMS = [SearchOptions(), SearchOptions(beam_size=3, n_best=3)]
 def steering_for(sentences: set[int], prefixed: set[int], phrased: set[int]):
     """Prefixes (two forced tokens) and phrases (one of two tokens) for the SOURCES in `sentences`."""
     prefixes = [Prefix((4 + n % 5, 9), (), TGT_VOCAB) if n in prefixed & sentences else None for n in range(12)]
-    required = [[[6, 7 + n % 3]] if n in phrased & sentences else [] for n in range(12)]
-    return prefixes, required
+    required_phrases = [[[6, 7 + n % 3]] if n in phrased & sentences else [] for n in range(12)]
+    return prefixes, required_phrases
 
 
 @pytest.mark.parametrize("options", BEAMS, ids=["greedy", "beam 3"])
@@ -34,13 +34,13 @@ def steering_for(sentences: set[int], prefixed: set[int], phrased: set[int]):
 def test_a_prefix_and_phrases_together_and_each_alone_as_its_rule_alone(kind, options):
     model = untrained(kind)
     everyone = {BOTH, PREFIX_ONLY, PHRASES_ONLY}
-    prefixes, required = steering_for(everyone, {BOTH, PREFIX_ONLY}, {BOTH, PHRASES_ONLY})
-    together = decode_all(model, SOURCES, options, batch_size=12, prefixes=prefixes, required_phrases=required)
+    prefixes, required_phrases = steering_for(everyone, {BOTH, PREFIX_ONLY}, {BOTH, PHRASES_ONLY})
+    together = decode_all(model, SOURCES, options, batch_size=12, prefixes=prefixes, required_phrases=required_phrases)
     for hypothesis in together[BOTH]:
         assert hypothesis.tokens[:2] == list(prefixes[BOTH].forced)
-        assert missing_required_phrases(hypothesis.tokens, required[BOTH]) == []
+        assert missing_required_phrases(hypothesis.tokens, required_phrases[BOTH]) == []
     only_prefixes = decode_all(model, SOURCES, options, batch_size=12, prefixes=prefixes)
-    only_phrases = decode_all(model, SOURCES, options, batch_size=12, required_phrases=required)
+    only_phrases = decode_all(model, SOURCES, options, batch_size=12, required_phrases=required_phrases)
     plain = decode_all(model, SOURCES, options, batch_size=12)
     assert_same_search(together[PREFIX_ONLY], only_prefixes[PREFIX_ONLY], PREFIX_ONLY)
     assert_same_search(together[PHRASES_ONLY], only_phrases[PHRASES_ONLY], PHRASES_ONLY)

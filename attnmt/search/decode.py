@@ -3,7 +3,7 @@
 `decode_all` is what every caller uses (translation, validation, evaluation, serving,
 distillation): it sorts sentences by length into batches, restricts a batch to its shortlist
 vocabulary when there is one, builds the batch's steering rules (a prefix to continue,
-`forcing.Forcing`; phrases to contain, `phrases.Phrases`) and chooses only how to search:
+`forcing.Forcing`; phrases to contain, `phrases.RequiredPhrases`) and chooses only how to search:
 eager or fixed-shape (`graphed`, for batches without rules), greedy or beam.
 """
 
@@ -23,7 +23,7 @@ from attnmt.search.greedy import greedy
 from attnmt.search.hypotheses import Hypothesis
 from attnmt.search.min_length import MinLength
 from attnmt.search.options import GREEDY, SearchOptions, ShortlistStepModel, StepModel
-from attnmt.search.phrases import Phrases, Requirements
+from attnmt.search.phrases import RequiredPhraseIds, RequiredPhrases
 from attnmt.search.prefix import Prefix
 from attnmt.search.rules import Rule, Steering
 from attnmt.utils import UserError
@@ -118,7 +118,7 @@ def steering_of(
                 "keeps each sentence's beam until it has finished hypotheses with every phrase",
                 field="decode.stopping",
             )
-        rules.append(Phrases(Requirements.of(required_phrases, vocabulary, device)))
+        rules.append(RequiredPhrases(RequiredPhraseIds.of(required_phrases, vocabulary, device)))
     if options.min_length > 0:
         rules.append(MinLength(options.min_length))
     return Steering(rules)

@@ -1,32 +1,32 @@
 """Required phrases as a steering rule: outputs that contain given target phrases (terminology),
-by dynamic beam allocation (Post and Vilar, 2018).
+by dynamic beam allocation, Post and Vilar's (2018) method of lexically constrained decoding.
 
 Each sentence has up to P required phrases of token ids. A hypothesis carries which phrases it
 has written whole (`met`), and the phrase it is in the middle of with how many of its tokens
-are out (`phrase`, `position`); its count is the constraint tokens it has written. A token that
+are out (`phrase`, `position`); its count is the phrase tokens it has written. A token that
 does not continue the phrase in progress abandons it (its tokens no longer count), unless it
 starts another. At each step the candidates are the 2K best continuations, each hypothesis's
-best token, and each hypothesis's tokens that advance a constraint (the next token of its
-phrase in progress, the first token of each phrase it still lacks); the K kept are shared
-among banks by count (0 .. all the sentence's constraint tokens), K / (banks) each, the
-remainder to the highest, slots a bank cannot fill going to the best of the rest. So
-hypotheses that have met more constraints are not crowded out by better-scoring ones that
-have met fewer, which is what makes the search find them. A sentence without constraints is
-searched exactly as plain beam search searches it (one bank; EOS finishes among the K best).
+best token, and each hypothesis's tokens that advance a phrase (the next token of its phrase
+in progress, the first token of each phrase it still lacks); the K kept are shared among banks
+by count (0 .. all the sentence's phrase tokens), K / (banks) each, the remainder to the
+highest, slots a bank cannot fill going to the best of the rest. So hypotheses that have met
+more phrases are not crowded out by better-scoring ones that have met fewer, which is what
+makes the search find them. A sentence without required phrases is searched exactly as plain
+beam search searches it (one bank; EOS finishes among the K best).
 
 A hypothesis may end (EOS) only once it has every phrase, and may take no token that would
-leave it more constraint tokens to write than tokens left before its sentence's limit
+leave it more phrase tokens to write than tokens left before its sentence's limit
 (`a * S + b`, EOS last): near the limit it must advance its phrases. Since every hypothesis
 starts within that bound (when the limit allows the phrases at all) and no step breaks it,
 every hypothesis alive at the limit has them all: whenever a sentence's limit allows its
 phrases, its translations contain them all, whatever the beam. At the limit every hypothesis ends; a
 sentence whose phrases could not all be written (a limit too short for them) gets its best
-translation ranked first by how few constraint tokens it lacks, and the caller reports the
-phrases missing from it (`missing`).
+translation ranked first by how few phrase tokens it lacks, and the caller reports the
+phrases missing from it (`missing_required_phrases`).
 
 The rule adds candidates and chooses among them, so greedy options search a beam of one (the
-allocation then keeps the most advanced candidate). `parse_required` turns a batch's phrases
-into target ids; `missing` says which phrases an output lacks.
+allocation then keeps the most advanced candidate). `parse_required_phrases` turns a batch's
+phrases into target ids; `missing_required_phrases` says which phrases an output lacks.
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ from attnmt.search.rules import Rule
 from attnmt.utils import UserError
 from attnmt.vocab import EOS, PAD, UNK
 
-# Ranking finished hypotheses that lack constraint tokens (only at the length limit): far below
+# Ranking finished hypotheses that lack phrase tokens (only at the length limit): far below
 # every complete one, fewer missing tokens first.
 _MISSING_TOKEN_COST = 1.0e4  # float32 keeps 1e-3 of a score at this size
 
 
 @dataclass(frozen=True)
-class Requirements:
+class RequiredPhraseIds:
     """A batch's required phrases in the search's index space: phrases (B, P, L) long, PAD after
     each phrase's tokens; lengths (B, P) long, 0 for no phrase."""
 
@@ -54,14 +54,16 @@ class Requirements:
     lengths: torch.Tensor
 
     @classmethod
-    def of(cls, required: Sequence[Sequence[Sequence[int]]], vocabulary: torch.Tensor | None, device) -> Requirements:
-        """Per sentence its phrases of target ids (none: an empty list). `vocabulary` (V',)
+    def of(
+        cls, required_phrases: Sequence[Sequence[Sequence[int]]], vocabulary: torch.Tensor | None, device
+    ) -> RequiredPhraseIds:
+        """Per sentence its required phrases of target ids (none: an empty list). `vocabulary` (V',)
         sorted ids is a shortlist's restricted index space, which must hold every phrase's ids."""
-        count = max([1, *(len(phrases) for phrases in required)])
-        width = max([1, *(len(phrase) for phrases in required for phrase in phrases)])
-        phrases = torch.full((len(required), count, width), PAD, dtype=torch.long)
-        lengths = torch.zeros(len(required), count, dtype=torch.long)
-        for row, sentence_phrases in enumerate(required):
+        count = max([1, *(len(phrases) for phrases in required_phrases)])
+        width = max([1, *(len(phrase) for phrases in required_phrases for phrase in phrases)])
+        phrases = torch.full((len(required_phrases), count, width), PAD, dtype=torch.long)
+        lengths = torch.zeros(len(required_phrases), count, dtype=torch.long)
+        for row, sentence_phrases in enumerate(required_phrases):
             for index, phrase in enumerate(sentence_phrases):
                 ids = torch.tensor(phrase, dtype=torch.long)
                 if vocabulary is not None:  # the ids' places in the restricted space
@@ -96,7 +98,7 @@ class _Progress:
         return _Progress(self.met[keep], self.phrase[keep], self.position[keep])
 
     def count(self, lengths: torch.Tensor) -> torch.Tensor:
-        """Constraint tokens written (B_a, N), given the sentences' phrase lengths (B_a, P)."""
+        """Phrase tokens written (B_a, N), given the sentences' phrase lengths (B_a, P)."""
         return (self.met * lengths[:, None, :]).sum(-1) + self.position
 
     def continuing(self, phrases: torch.Tensor) -> torch.Tensor:
@@ -108,7 +110,7 @@ class _Progress:
         return torch.where(in_progress, token, -1)
 
     def advancing(self, phrases: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Tokens (B_a, N, 1 + P) that advance a constraint: the one continuing the phrase in
+        """Tokens (B_a, N, 1 + P) that advance a phrase: the one continuing the phrase in
         progress, then the first token of each phrase not yet met (-1 for none)."""
         starts = phrases[:, None, :, 0].expand(-1, self.met.size(1), -1)  # (B_a, N, P)
         starts = torch.where(~self.met & (lengths[:, None, :] > 0), starts, -1)
@@ -136,7 +138,7 @@ class _Progress:
 
 def _allocate(log_probs: torch.Tensor, count: torch.Tensor, total: torch.Tensor, beam: int) -> torch.Tensor:
     """The K candidates kept (B_a, K), indices into log_probs (B_a, N) (-inf: not a candidate),
-    shared among banks by constraint count (B_a, N) of totals (B_a,) as the module says."""
+    shared among banks by phrase-token count (B_a, N) of totals (B_a,) as the module says."""
     candidates = log_probs.size(1)
     order = log_probs.argsort(dim=1, descending=True, stable=True)  # best first
     ranked, bank = log_probs.gather(1, order), count.gather(1, order)  # (B_a, N)
@@ -153,26 +155,26 @@ def _allocate(log_probs: torch.Tensor, count: torch.Tensor, total: torch.Tensor,
     return order.gather(1, key.topk(beam, dim=1, largest=False).indices)
 
 
-class Phrases(Rule):
-    """The rule that outputs contain a batch's `Requirements` (the module says how). Its state:
+class RequiredPhrases(Rule):
+    """The rule that outputs contain a batch's `RequiredPhraseIds` (the module says how). Its state:
     each hypothesis's progress through its sentence's phrases, then each candidate's."""
 
     needs_beam = True  # it adds candidates and allocates the beam among banks
     selects = True
 
-    def __init__(self, required: Requirements):
-        self.required = required
+    def __init__(self, required_phrases: RequiredPhraseIds):
+        self.required_phrases = required_phrases
         self.progress: _Progress | None = None  # (B_a, K) hypotheses, then (B_a, N) candidates
         self.active: torch.Tensor | None = None  # (B_a,) the batch rows of this step
 
     def _phrases(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The active sentences' phrases (B_a, P, L) and phrase lengths (B_a, P)."""
-        return self.required.phrases[self.active], self.required.lengths[self.active]
+        return self.required_phrases.phrases[self.active], self.required_phrases.lengths[self.active]
 
     def restrict(self, log_probs: torch.Tensor, step: int, active: torch.Tensor, limits: torch.Tensor) -> torch.Tensor:
         rows, beam, _ = log_probs.shape
         if self.progress is None:  # the first step: nothing written
-            count, device = self.required.lengths.size(1), log_probs.device
+            count, device = self.required_phrases.lengths.size(1), log_probs.device
             self.progress = _Progress(
                 torch.zeros(rows, beam, count, dtype=torch.bool, device=device),
                 torch.full((rows, beam), -1, dtype=torch.long, device=device),
@@ -181,12 +183,12 @@ class Phrases(Rule):
         self.active = active
         phrases, lengths = self._phrases()
         last = step + 1 >= limits  # (B_a,)
-        lacking = lengths.sum(1)[:, None] - self.progress.count(lengths)  # (B_a, K) constraint tokens still to write
+        lacking = lengths.sum(1)[:, None] - self.progress.count(lengths)  # (B_a, K) phrase tokens still to write
         eos_log_probs = log_probs[:, :, EOS].masked_fill(lacking > 0, float("-inf"))  # EOS only with every phrase
         log_probs = log_probs.clone()
         log_probs[:, :, EOS] = torch.where(last[:, None], log_probs[:, :, EOS], eos_log_probs)
         self.advancing = self.progress.advancing(phrases, lengths)  # (B_a, K, 1 + P)
-        # No token may leave a hypothesis more constraint tokens to write than tokens left before
+        # No token may leave a hypothesis more phrase tokens to write than tokens left before
         # its limit's EOS: any token while its slack allows for losing the phrase in progress,
         # the first token of another phrase while it allows for that, the next one always.
         room = (limits - 1 - step)[:, None]  # (B_a, 1)
@@ -223,14 +225,14 @@ class Phrases(Rule):
     def may_finish(self) -> torch.Tensor:
         """With phrases, any EOS finishes (it is open only to hypotheses that have them all),
         however it ranks among the rest."""
-        return (self.required.lengths[self.active].sum(1) > 0)[:, None]
+        return (self.required_phrases.lengths[self.active].sum(1) > 0)[:, None]
 
     def finish_cost(self) -> torch.Tensor:
         return _MISSING_TOKEN_COST * self.lacking  # only at the length limit can a finished one lack some
 
     def select(self, log_probs: torch.Tensor, beam: int) -> torch.Tensor:
         assert self.progress is not None  # set by `restrict`, as in `advance`
-        lengths = self.required.lengths[self.active]
+        lengths = self.required_phrases.lengths[self.active]
         return _allocate(log_probs, self.progress.count(lengths), lengths.sum(1), beam)
 
     def reorder(self, pick: torch.Tensor, keep: torch.Tensor) -> None:
