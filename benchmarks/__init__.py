@@ -28,7 +28,7 @@ one line each (`tests/test_tools.py` holds it to the files present):
 - `ab_search`: this checkout's search against a git revision's, outputs checked identical.
 - `pareto`: decoding configurations of trained runs, BLEU against generated tokens/s, and the
   Pareto front.
-- `steering`: required terms drawn from the references, and prefixes, on a run's test split.
+- `steering`: required phrases drawn from the references, and prefixes, on a run's test split.
 - `glossary`: a glossary built from a run's training pairs, on its test split: term accuracy, BLEU
   and time with and without it (quality first).
 - `markup`: tags on test source spans carried to the translation, against a statistical

@@ -1,13 +1,13 @@
-"""Steering a trained run on its test split: required terms drawn from the references, and prefixes.
+"""Steering a trained run on its test split: required phrases drawn from the references, and prefixes.
 
     python -m benchmarks.steering RUN_DIR [--sentences N] [--beam 5] [--seed 1] [--repeats 3] [--json OUT]
 
-Required terms are drawn as Post and Vilar (2018) draw them: from each sentence's first
+Required phrases are drawn as Post and Vilar (2018) draw them: from each sentence's first
 reference, phrases of one to three consecutive words at random places that do not overlap, one
 phrase per sentence in one setting and three in another (fewer where the reference is too
 short). For each setting: the share of outputs that contain every phrase, of all outputs and of
 those whose length limit left room for them (attnmt's promise is 100% of the latter), sacreBLEU
-against the references beside the unconstrained search's, and the decoding seconds of both.
+against the references beside the search's without them, and the decoding seconds of both.
 Prefixes are the first half of each reference's words (whole words, then the next word's first
 half as an unfinished word, in a second setting): the share of outputs that begin with their
 prefix, and sacreBLEU of the completed outputs. Every setting decodes the same sentences with
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "threads": torch.get_num_threads(),
         "repeats": args.repeats,
         "unconstrained": free,
-        "constraints": {},
+        "constraints": {},  # the required phrases' figures: the key the committed raw results and docs use
         "prefixes": {},
     }
     print(

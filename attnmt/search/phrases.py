@@ -1,5 +1,5 @@
 """Required phrases as a steering rule: outputs that contain given target phrases (terminology),
-by dynamic beam allocation, Post and Vilar's (2018) method of lexically constrained decoding.
+by dynamic beam allocation (Post and Vilar, 2018).
 
 Each sentence has up to P required phrases of token ids. A hypothesis carries which phrases it
 has written whole (`met`), and the phrase it is in the middle of with how many of its tokens
