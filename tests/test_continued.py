@@ -20,6 +20,7 @@ from attnmt.train import Trainer, fit
 from attnmt.utils import UserError
 from attnmt.vocab import Vocab
 from tests.cli_helpers import run_error, run_ok
+from tests.data_helpers import CorpusLookups
 from tests.run_helpers import MODELS
 from tests.serve_helpers import serving
 
@@ -211,6 +212,18 @@ def test_mixing_draws_its_share_of_batches_from_the_starting_data_and_resumes_ex
     fit(resumed, resume=True, log=quiet)
     whole, split = train_losses(tmp_path / "whole"), train_losses(tmp_path / "split")
     assert sorted(whole) == list(range(1, 9)) and whole == split  # exact, the old data's batches included
+
+
+def test_a_continued_run_locates_each_corpus_it_reads_once(tmp_path, monkeypatch):
+    """Its own corpus, encoded with the starting vocabularies, and the starting run's, mixed in:
+    each located once (every prefix looked up once), and each prepared from what was located."""
+    start = train_start(tmp_path / "start")
+    settings = [*new_words_corpus(tmp_path / "corpus"), "data.mix_previous=0.5", "data.batch_tokens=60"]
+    lookups = CorpusLookups(monkeypatch)
+    Trainer(continued_config(tmp_path / "mixed", start, *settings), resume=False).display.close()
+    assert [cfg.corpus for cfg, _ in lookups.located] == ["files", "reverse"]
+    assert len(lookups.found) == len(set(lookups.found)) == 3  # data.train, data.valid, data.test
+    assert lookups.keyed == [files for _, files in lookups.located]
 
 
 @pytest.mark.parametrize(

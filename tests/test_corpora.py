@@ -12,6 +12,7 @@ import random
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -139,6 +140,41 @@ def test_multi30k_rejects_missing_languages_and_splits():
         corpora.load_corpus(DataConfig(corpus="multi30k", src_lang="en", tgt_lang="cs", test_split="test_2017_flickr"))
     with pytest.raises(UserError, match=r"data\.valid_split: unknown multi30k split 'dev'; known: train, val"):
         corpora.load_corpus(DataConfig(corpus="multi30k", valid_split="dev"))
+
+
+def test_a_corpus_is_located_by_split_in_the_order_prepared_data_is_keyed_by(tmp_path):
+    """Every file a corpus is read from, in the order a prepared dataset's key has always listed
+    them (another order would orphan every prepared dataset): a whole corpus's file, then the
+    training, valid and test files, data.train's standing for a built-in corpus's training files."""
+    data, user = tmp_path / "data", tmp_path / "user"
+    for name in ("val.en.gz", "val.de", "test_2016_flickr.en.gz", "test_2016_flickr.de.gz"):
+        put(data / "multi30k" / name, "a\n")
+    put(data / TATOEBA_NAME, "a\tb\n")
+    for name in ("train.en", "train.de.gz", "train.fr", "test.en", "test.de"):
+        put(user / name, "a\n")
+    multi30k = corpora.locate_corpus(
+        DataConfig(corpus="multi30k", src_lang="en", tgt_lang="de", train=str(user / "train"), data_dir=str(data))
+    )
+    assert multi30k.in_order == [
+        user / "train.en",
+        user / "train.de.gz",
+        data / "multi30k/val.en.gz",
+        data / "multi30k/val.de",
+        data / "multi30k/test_2016_flickr.en.gz",
+        data / "multi30k/test_2016_flickr.de.gz",
+    ]
+    tatoeba = corpora.locate_corpus(DataConfig(train=str(user / "train"), data_dir=str(data)))
+    assert tatoeba.in_order == [data / TATOEBA_NAME, user / "train.en", user / "train.fr"]
+    files = corpora.locate_corpus(
+        DataConfig(corpus="files", tgt_lang="de", train=str(user / "train"), test=str(user / "test"))
+    )
+    assert (files.train, files.valid, files.test) == (
+        (user / "train.en", user / "train.de.gz"),
+        (),
+        (user / "test.en", user / "test.de"),
+    )
+    assert corpora.locate_corpus(DataConfig(corpus="tsv", train="pairs.tsv")).in_order == [Path("pairs.tsv")]
+    assert corpora.locate_corpus(DataConfig(corpus="reverse")).in_order == []
 
 
 # --- user data and synthetic tasks -------------------------------------------------------

@@ -12,14 +12,16 @@ import pytest
 
 from attnmt.cli import main
 from attnmt.codec import sample_pairs
-from attnmt.config import load_config
+from attnmt.config import DataConfig, load_config
 from attnmt.data import prepare as prepare_module
 from attnmt.data.batching import TokenBatchSampler, build_data, prepared_data
 from attnmt.data.binarized import TokenArrays
+from attnmt.data.corpora import locate_corpus
 from attnmt.data.parallel_files import stream_parallel
 from attnmt.data.prepare import ensure_prepared, prepared_folder
 from attnmt.train import fit
 from attnmt.utils import UserError
+from tests.data_helpers import CorpusLookups, put
 from tests.fault_helpers import LIMITED, error_line, run_child
 
 WORDS = tuple(
@@ -118,6 +120,11 @@ def cache(tmp_path, monkeypatch) -> Path:
     return tmp_path / "cache"
 
 
+def folder_of(cfg) -> Path:
+    """Where the prepared data of the data settings `cfg` is, its corpus located as a run locates it."""
+    return prepared_folder(cfg, locate_corpus(cfg))
+
+
 def assert_same_data(memory, prepared, cfg) -> None:
     """Vocabularies, every id, counts, held-out splits and batches of two epochs are equal."""
     assert memory.src_vocab == prepared.src_vocab and memory.tgt_vocab == prepared.tgt_vocab
@@ -156,7 +163,7 @@ def test_prepared_data_equals_the_in_memory_path(tmp_path, cache, monkeypatch, o
         assert memory.splits.dropped, "the corpus should exercise the length filters"
     prepared = prepared_data(cfg, workers=workers)
     assert_same_data(memory, prepared, cfg)
-    assert json.loads((prepared_folder(cfg) / "manifest.json").read_text())["workers"] == workers
+    assert json.loads((folder_of(cfg) / "manifest.json").read_text())["workers"] == workers
 
 
 def test_a_corpus_split_by_source_is_prepared_from_memory_with_the_same_ids(tmp_path, cache):
@@ -290,7 +297,7 @@ def test_training_reads_the_prepared_data_and_takes_the_steps_of_the_in_memory_p
     said = []
     fit(load_config(None, [*TINY, f"train.run_dir={tmp_path / 'prepared'}", "train.max_steps=12"]), log=said.append)
     assert any("preparing the data once" in line for line in said)
-    assert prepared_folder(config.data).is_dir()
+    assert folder_of(config.data).is_dir()
     fit(load_config(None, [*TINY, f"train.run_dir={tmp_path / 'split'}", "train.max_steps=7"]), log=lambda *_: None)
     said.clear()
     resumed = load_config(None, [*TINY, f"train.run_dir={tmp_path / 'split'}", "train.max_steps=12"])
@@ -305,10 +312,8 @@ def test_a_changed_corpus_is_prepared_again_and_batching_settings_share_one(tmp_
     corpus = write_corpus(tmp_path / "corpus", 300)
     cfg = files_config(corpus).data
     first = ensure_prepared(cfg, workers=1)
-    assert prepared_folder(files_config(corpus, "data.batch_tokens=999", "data.bucket_pool_batches=1").data) == (
-        first.folder
-    )
-    assert prepared_folder(files_config(corpus, "data.min_freq=1").data) != first.folder
+    assert folder_of(files_config(corpus, "data.batch_tokens=999", "data.bucket_pool_batches=1").data) == (first.folder)
+    assert folder_of(files_config(corpus, "data.min_freq=1").data) != first.folder
     with (corpus / "train.de").open("a", encoding="utf-8") as handle:
         handle.write("noch ein satz .\n")
     with (corpus / "train.en").open("a", encoding="utf-8") as handle:
@@ -316,6 +321,53 @@ def test_a_changed_corpus_is_prepared_again_and_batching_settings_share_one(tmp_
     again = ensure_prepared(cfg, workers=1)
     assert again.folder != first.folder and first.folder.is_dir()
     assert len(again.train_src) == len(first.train_src) + 1
+
+
+def small_corpus(kind: str, folder: Path) -> DataConfig:
+    """The data settings of a small corpus of each kind a corpus is located as: user files with
+    their own valid and test (streamed), a user TSV split by source (read whole), Multi30k from
+    a data folder, and Tatoeba from a data folder with its training pairs replaced (data.train)."""
+    corpus = write_corpus(folder / "corpus", 200)
+    if kind == "files":
+        return files_config(corpus).data
+    lines = {lang: (corpus / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("en", "de")}
+    tsv = "".join(f"{en}\t{de}\n" for en, de in zip(lines["en"], lines["de"], strict=True))
+    held_out = {"valid_size": 10, "test_size": 10}
+    if kind == "tsv":
+        put(folder / "pairs.tsv", tsv)
+        return DataConfig(corpus="tsv", train=str(folder / "pairs.tsv"), src_lang="en", tgt_lang="de", **held_out)
+    data = folder / "data"
+    if kind == "multi30k":
+        for split, name in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr")):
+            for lang in ("en", "de"):
+                put(data / "multi30k" / f"{name}.{lang}.gz", (corpus / f"{split}.{lang}").read_text(encoding="utf-8"))
+        return DataConfig(corpus="multi30k", src_lang="en", tgt_lang="de", data_dir=str(data))
+    put(data / "tatoeba-eng-fra" / "fra.txt.gz", tsv)
+    put(corpus / "train.fr", (corpus / "train.de").read_text(encoding="utf-8"))
+    return DataConfig(train=str(corpus / "train"), data_dir=str(data), **held_out)
+
+
+@pytest.mark.parametrize("kind", ["files", "tsv", "multi30k", "tatoeba-replaced"])
+def test_a_run_locates_its_corpus_once_and_its_key_names_the_very_files_its_stream_reads(
+    tmp_path, cache, monkeypatch, kind
+):
+    """`ensure_prepared` locates the corpus once, each built-in file or user prefix looked up
+    once, and the prepared data's key, its manifest and the stream of its pairs all take that
+    one `CorpusFiles`: no file read is missing from the key, no file keyed goes unread. Opening
+    the prepared data again locates the corpus once too."""
+    cfg = small_corpus(kind, tmp_path)
+    lookups = CorpusLookups(monkeypatch)
+    prepared = ensure_prepared(cfg, workers=1)
+    assert len(lookups.located) == 1, f"located {len(lookups.located)} times"
+    [(_, files)] = lookups.located
+    assert len(lookups.keyed) == 1 and lookups.keyed[0] is files
+    assert len(lookups.found) == len(set(lookups.found)), lookups.found
+    keyed = [path.resolve() for path in files.in_order]
+    assert {path.resolve() for path in lookups.read} == set(keyed)
+    assert prepared.manifest["files"] == [str(path) for path in keyed]
+    lookups.located.clear()
+    assert ensure_prepared(cfg, workers=1).folder == prepared.folder
+    assert len(lookups.located) == 1
 
 
 def config_file(folder: Path, corpus: Path) -> Path:
@@ -332,7 +384,7 @@ def test_damaged_or_foreign_prepared_data_is_one_line_and_force_prepares_it_agai
     config = str(config_file(tmp_path, write_corpus(tmp_path / "corpus", 300)))
     assert main(["data", "prepare", config]) == 0
     assert "training pairs (300 read)" in capsys.readouterr().out
-    folder = prepared_folder(load_config(config).data)
+    folder = folder_of(load_config(config).data)
     ids = folder / "train.src.ids"
     ids.write_bytes(ids.read_bytes()[:-2])  # cut short, as by a full disk or an interrupted copy
     assert main(["data", "stats", config]) == 2

@@ -1,10 +1,11 @@
 """Parallel text -> token ids -> length-bucketed token batches.
 
-The path data takes: the corpus (`corpora`) -> tokenizers (word or SentencePiece, trained on
-the train split only) -> vocabularies (train split only) -> ids, either prepared once on disk
-and memory-mapped (`prepared_data`, what training reads) or built in memory (`build_data`, for
-several runs on one corpus in one process) -> `TokenBatchSampler` (arrays of example indices,
-from the sentence lengths alone) -> `collate` -> `Batch`. Both give the same ids and batches.
+The path data takes: the corpus (`corpora`: its files located once, then read) -> tokenizers
+(word or SentencePiece, trained on the train split only) -> vocabularies (train split only) ->
+ids, either prepared once on disk and memory-mapped (`prepared_data`, what training reads) or
+built in memory (`build_data`, for several runs on one corpus in one process) ->
+`TokenBatchSampler` (arrays of example indices, from the sentence lengths alone) -> `collate`
+-> `Batch`. Both give the same ids and batches.
 
 Batch order is a pure function of (seed, epoch), so a resumed run continues from
 (epoch, batch position) and sees exactly the batches an uninterrupted run would have.

@@ -1,12 +1,16 @@
 """The corpora attnmt knows by name, and the one door to every corpus.
 
-`load_corpus(cfg)` turns a `DataConfig` into `CorpusSplits` of raw text (untokenized, original
-casing), `stream_corpus` into a `CorpusStream`, `corpus_files` names the files either reads.
+`locate_corpus(cfg)` finds every file a `DataConfig`'s corpus is read from, once for a run, as
+`CorpusFiles`; the readers take that value and find nothing themselves: `stream_corpus` turns it
+into a `CorpusStream`, `load_corpus` into `CorpusSplits` of raw text (untokenized, original
+casing), and a prepared dataset's key records it (`prepare`). A config naming a corpus, pair,
+split or file that does not exist is refused there, before anything is read.
 
 Built in: Tatoeba English-French and Multi30k (downloaded corpora, found or fetched and
 verified by `download.locate`: `data.data_dir`, then `$ATTNMT_DATA`, then the cache) and the
-synthetic tasks (generated). The user's own files and TSV are read by `parallel_files`; the
-subset, split and filters every corpus passes are `splits` and `pair_filters`.
+synthetic tasks (generated). The user's own files and TSV are found by the prefix rules and read
+by `parallel_files`; the subset, split and filters every corpus passes are `splits` and
+`pair_filters`.
 """
 
 from __future__ import annotations
@@ -19,16 +23,15 @@ from attnmt.data.distillation_record import check_student
 from attnmt.data.download import locate
 from attnmt.data.parallel_files import (
     load_user_data,
+    locate_user_data,
     prefix_paths,
     read_parallel,
     read_tsv,
-    split_paths,
     stream_parallel,
     stream_user_data,
     streamable,
-    user_files,
 )
-from attnmt.data.splits import CorpusSplits, CorpusStream, assemble, streamed
+from attnmt.data.splits import CorpusFiles, CorpusSplits, CorpusStream, assemble, streamed
 from attnmt.data.textfiles import read_lines
 from attnmt.utils import UserError
 
@@ -61,21 +64,43 @@ def _check_direction(corpus: str, cfg: DataConfig, languages: tuple[str, ...]) -
     raise UserError(f"data.src_lang/tgt_lang: {corpus} has no {cfg.src_lang}-{cfg.tgt_lang} pair; known pairs: {known}")
 
 
-def _replacing_train(cfg: DataConfig) -> list[tuple[str, str]] | None:
-    """The pairs `data.train` gives a built-in corpus in place of its own training pairs (a
-    distilled corpus, say: `attnmt distill`), or None when it gives none."""
+def locate_corpus(cfg: DataConfig) -> CorpusFiles:
+    """Every file the configured corpus is read from, found once for a run: a built-in corpus's
+    by `download.locate` (downloaded if need be), the user's by the prefix rules
+    (`parallel_files.locate_user_data`), `data.train`'s in place of a built-in corpus's training
+    files; none for a synthetic task. Each corpus, pair, split or file the config names that does
+    not exist is a UserError here, before any file is read."""
+    if cfg.corpus == "tatoeba-eng-fra":
+        _check_direction("tatoeba-eng-fra", cfg, TATOEBA_LANGUAGES)  # before any download
+        return CorpusFiles(unsplit=(locate("tatoeba-eng-fra/fra.txt.gz", cfg.data_dir),), train=_replacing_train(cfg))
+    if cfg.corpus == "multi30k":
+        return _locate_multi30k(cfg)
+    if cfg.corpus in ("files", "tsv"):
+        return locate_user_data(cfg)
+    if cfg.corpus in synthetic.TASKS:
+        if cfg.train is not None:
+            raise UserError(
+                f"synthetic task {cfg.corpus} generates its training data; remove data.train", field="data.train"
+            )
+        return CorpusFiles()
+    raise UserError(f"data.corpus: unknown corpus {cfg.corpus!r}; known: {', '.join(KNOWN_CORPORA)}")
+
+
+def _replacing_train(cfg: DataConfig) -> tuple[Path, ...]:
+    """The files whose pairs `data.train` gives a built-in corpus in place of its own training
+    pairs (a distilled corpus, say: `attnmt distill`); none when it gives none."""
     if cfg.train is None:
-        return None
+        return ()
     check_student(cfg.train, cfg.src_lang, cfg.tgt_lang)
-    return read_parallel(*prefix_paths(cfg.train, "train", cfg))
+    return prefix_paths(cfg.train, "train", cfg)
 
 
-def _load_tatoeba(cfg: DataConfig) -> CorpusSplits:
-    _check_direction("tatoeba-eng-fra", cfg, TATOEBA_LANGUAGES)
-    pairs = read_tsv(locate("tatoeba-eng-fra/fra.txt.gz", cfg.data_dir))
+def _load_tatoeba(cfg: DataConfig, files: CorpusFiles) -> CorpusSplits:
+    pairs = read_tsv(files.unsplit[0])
     if cfg.src_lang == "fr":
         pairs = [(fr, en) for en, fr in pairs]
-    return assemble(cfg, pairs, None, None, TATOEBA_ATTRIBUTION, replaced_by=_replacing_train(cfg))
+    replacing = read_parallel(*files.train) if files.train else None
+    return assemble(cfg, pairs, None, None, TATOEBA_ATTRIBUTION, replaced_by=replacing)
 
 
 def _check_multi30k_split(split: str, key: str, cfg: DataConfig) -> None:
@@ -87,7 +112,7 @@ def _check_multi30k_split(split: str, key: str, cfg: DataConfig) -> None:
             raise UserError(f"data.{key}: multi30k split {split} has no {lang!r} text; splits with it: {having}")
 
 
-def _multi30k_paths(cfg: DataConfig) -> list[tuple[Path, Path]]:
+def _locate_multi30k(cfg: DataConfig) -> CorpusFiles:
     """(source, target) files of the training (or the replacing data.train), valid and test splits."""
     _check_direction("multi30k", cfg, MULTI30K_SPLITS["train"])
     _check_multi30k_split(cfg.valid_split, "valid_split", cfg)
@@ -99,12 +124,8 @@ def _multi30k_paths(cfg: DataConfig) -> list[tuple[Path, Path]]:
             locate(f"multi30k/{split}.{cfg.tgt_lang}.gz", cfg.data_dir),
         )
 
-    if cfg.train is not None:  # a replacing training corpus: a distilled one, say
-        check_student(cfg.train, cfg.src_lang, cfg.tgt_lang)
-        train = prefix_paths(cfg.train, "train", cfg)
-    else:
-        train = paths("train")
-    return [train, paths(cfg.valid_split), paths(cfg.test_split)]
+    train = _replacing_train(cfg) or paths("train")  # data.train's files, else the corpus's own
+    return CorpusFiles(train=train, valid=paths(cfg.valid_split), test=paths(cfg.test_split))
 
 
 def tokenized_references(cfg: DataConfig, split: str) -> dict[str, str] | None:
@@ -147,25 +168,20 @@ def _matched(raw_file: Path, tokenized_file: Path) -> dict[str, str]:
     return found
 
 
-def _stream_multi30k(cfg: DataConfig) -> CorpusStream:
-    train, valid, test = _multi30k_paths(cfg)
+def _stream_multi30k(cfg: DataConfig, files: CorpusFiles) -> CorpusStream:
     return streamed(
         cfg,
         MULTI30K_ATTRIBUTION,
-        read_parallel(*valid),
-        read_parallel(*test),
-        [*train, *valid, *test],
-        lambda: stream_parallel(*train),
+        read_parallel(*files.valid),
+        read_parallel(*files.test),
+        files,
+        lambda: stream_parallel(*files.train),
         replacing=cfg.train is not None,
     )
 
 
 def _load_synthetic(cfg: DataConfig) -> CorpusSplits:
     """Generated splits; seeds 3*split_seed + {0, 1, 2} keep them distinct for every split_seed."""
-    if cfg.train is not None:
-        raise UserError(
-            f"synthetic task {cfg.corpus} generates its training data; remove data.train", field="data.train"
-        )
 
     def generate(n: int, offset: int) -> list[tuple[str, str]]:
         return synthetic.generate(cfg.corpus, n, max_len=cfg.synthetic_max_len, seed=3 * cfg.split_seed + offset)
@@ -178,35 +194,22 @@ def _load_synthetic(cfg: DataConfig) -> CorpusSplits:
     return splits
 
 
-def corpus_files(cfg: DataConfig) -> list[Path]:
-    """Every file the configured corpus is read from, in a fixed order (none for a synthetic
-    task): what a prepared dataset's key records of its input."""
+def stream_corpus(cfg: DataConfig, files: CorpusFiles) -> CorpusStream:
+    """The configured corpus, read from `files` (`locate_corpus(cfg)`), as a `CorpusStream`: read
+    lazily where its training pairs come from files of their own (multi30k; files and tsv with
+    data.valid and data.test), else loaded (`load_corpus`: a corpus whose valid and test splits
+    are split off by source)."""
     if cfg.corpus == "multi30k":
-        return [path for paths in _multi30k_paths(cfg) for path in paths]
-    if cfg.corpus == "tatoeba-eng-fra":
-        _check_direction("tatoeba-eng-fra", cfg, TATOEBA_LANGUAGES)  # before any download
-        replacing = list(prefix_paths(cfg.train, "train", cfg)) if cfg.train is not None else []
-        return [locate("tatoeba-eng-fra/fra.txt.gz", cfg.data_dir), *replacing]
-    if cfg.corpus in ("files", "tsv"):
-        return [file for key, path in split_paths(cfg) if path is not None for file in user_files(cfg, path, key)]
-    return []
-
-
-def stream_corpus(cfg: DataConfig) -> CorpusStream:
-    """The configured corpus as a `CorpusStream`: read lazily where its training pairs come from
-    files of their own (multi30k; files and tsv with data.valid and data.test), else loaded
-    (`load_corpus`: a corpus whose valid and test splits are split off by source)."""
-    if cfg.corpus == "multi30k":
-        return _stream_multi30k(cfg)
+        return _stream_multi30k(cfg, files)
     if streamable(cfg):
-        return stream_user_data(cfg)
-    splits = load_corpus(cfg)
+        return stream_user_data(cfg, files)
+    splits = load_corpus(cfg, files)
     return CorpusStream(
         splits.name,
         splits.attribution,
         splits.valid,
         splits.test,
-        corpus_files(cfg),
+        files,
         lambda: iter(splits.train),
         None,
         splits.raw_pairs,
@@ -214,18 +217,18 @@ def stream_corpus(cfg: DataConfig) -> CorpusStream:
     )
 
 
-def load_corpus(cfg: DataConfig) -> CorpusSplits:
-    """Read (downloading if need be), subset, split and filter the configured corpus.
+def load_corpus(cfg: DataConfig, files: CorpusFiles | None = None) -> CorpusSplits:
+    """Read (downloading if need be), subset, split and filter the configured corpus, from
+    `files` as `locate_corpus(cfg)` found them (found here when not given).
 
     `cfg.data_dir` (set by `--data-dir`) only concerns the built-in corpora: the paths of user
     data (`files`, `tsv`) are used as given.
     """
+    files = locate_corpus(cfg) if files is None else files
     if cfg.corpus == "tatoeba-eng-fra":
-        return _load_tatoeba(cfg)
+        return _load_tatoeba(cfg, files)
     if cfg.corpus == "multi30k":
-        return _stream_multi30k(cfg).materialize()
+        return _stream_multi30k(cfg, files).materialize()
     if cfg.corpus in ("files", "tsv"):
-        return stream_user_data(cfg).materialize() if streamable(cfg) else load_user_data(cfg)
-    if cfg.corpus in synthetic.TASKS:
-        return _load_synthetic(cfg)
-    raise UserError(f"data.corpus: unknown corpus {cfg.corpus!r}; known: {', '.join(KNOWN_CORPORA)}")
+        return stream_user_data(cfg, files).materialize() if streamable(cfg) else load_user_data(cfg, files)
+    return _load_synthetic(cfg)  # locate_corpus refused any other name

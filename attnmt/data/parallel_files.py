@@ -1,9 +1,10 @@
 """Parallel text in files, and the user's own corpora made of it.
 
 Line-aligned pairs, tab-separated pairs, test files with their references; the corpora `files`
-(a path prefix completed by each language) and `tsv` (source<TAB>target lines). The paths of
-user data are used as given; only the built-in corpora are looked up in `data.data_dir`
-(`corpora`).
+(a path prefix completed by each language) and `tsv` (source<TAB>target lines): their files
+found by the prefix rules (`locate_user_data`, for `corpora.locate_corpus`), then read from the
+`CorpusFiles` found. The paths of user data are used as given; only the built-in corpora are
+looked up in `data.data_dir` (`corpora`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ import itertools
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import cast
 
 from attnmt.config import DataConfig
 from attnmt.data.distillation_record import check_student
-from attnmt.data.splits import CorpusSplits, CorpusStream, Example, assemble, streamed
+from attnmt.data.splits import CorpusFiles, CorpusSplits, CorpusStream, Example, assemble, streamed
 from attnmt.data.textfiles import read_input, stream_corpus_lines
 from attnmt.utils import UserError
 
@@ -103,53 +103,49 @@ def prefix_paths(prefix: str, key: str, cfg: DataConfig) -> tuple[Path, Path]:
     return path_for(cfg.src_lang), path_for(cfg.tgt_lang)
 
 
-def user_files(cfg: DataConfig, path: str, key: str) -> tuple[Path, ...]:
-    """The files a user-data setting names: a prefix's two files (files), or one file (tsv)."""
-    return prefix_paths(path, key, cfg) if cfg.corpus == "files" else (Path(path),)
-
-
-def _read_user_pairs(cfg: DataConfig, files: tuple[Path, ...]) -> Iterator[tuple[str, str]]:
-    return stream_parallel(*files) if cfg.corpus == "files" else stream_tsv(files[0])
-
-
-def _check_user_data(cfg: DataConfig) -> None:
+def locate_user_data(cfg: DataConfig) -> CorpusFiles:
+    """The files of the user's corpus (files: a prefix's two files; tsv: one file), for
+    `corpora.locate_corpus`: data.train's, and data.valid's and data.test's where set."""
     if cfg.train is None:
         expected = "a path prefix (.{lang} is appended)" if cfg.corpus == "files" else "a src<TAB>tgt file"
         raise UserError(f"data.train: corpus {cfg.corpus} needs data.train, {expected}")
     if cfg.corpus == "files":
         check_student(cfg.train, cfg.src_lang, cfg.tgt_lang)
 
+    def files(path: str | None, key: str) -> tuple[Path, ...]:
+        if path is None:  # a split the corpus splits off by source
+            return ()
+        return prefix_paths(path, key, cfg) if cfg.corpus == "files" else (Path(path),)
 
-def load_user_data(cfg: DataConfig) -> CorpusSplits:
-    """User data without its own valid and test files: those are split off by source."""
-    _check_user_data(cfg)
-
-    def read(path: str | None, key: str) -> list[tuple[str, str]] | None:
-        return None if path is None else list(_read_user_pairs(cfg, user_files(cfg, path, key)))
-
-    train = read(cfg.train, "train")
-    assert train is not None  # _check_user_data refused a config without data.train
-    return assemble(cfg, train, read(cfg.valid, "valid"), read(cfg.test, "test"), None)
+    return CorpusFiles(train=files(cfg.train, "train"), valid=files(cfg.valid, "valid"), test=files(cfg.test, "test"))
 
 
-def stream_user_data(cfg: DataConfig) -> CorpusStream:
-    """User data with its own valid and test files: the training file(s) are streamed."""
-    _check_user_data(cfg)
-    # every path is set: data.train checked just above, data.valid and data.test by the caller (`streamable`)
-    train, valid, test = (user_files(cfg, cast(str, path), key) for key, path in split_paths(cfg))
+def _read_user_pairs(cfg: DataConfig, files: tuple[Path, ...]) -> Iterator[tuple[str, str]]:
+    return stream_parallel(*files) if cfg.corpus == "files" else stream_tsv(files[0])
+
+
+def load_user_data(cfg: DataConfig, files: CorpusFiles) -> CorpusSplits:
+    """User data without its own valid and test files, read from `files` (`locate_user_data`):
+    those splits are split off by source."""
+
+    def read(split_files: tuple[Path, ...]) -> list[tuple[str, str]] | None:
+        return list(_read_user_pairs(cfg, split_files)) if split_files else None
+
+    return assemble(cfg, list(_read_user_pairs(cfg, files.train)), read(files.valid), read(files.test), None)
+
+
+def stream_user_data(cfg: DataConfig, files: CorpusFiles) -> CorpusStream:
+    """User data with its own valid and test files (`streamable`), read from `files`
+    (`locate_user_data`): the training file(s) are streamed."""
     return streamed(
         cfg,
         None,
-        list(_read_user_pairs(cfg, valid)),
-        list(_read_user_pairs(cfg, test)),
-        [*train, *valid, *test],
-        lambda: _read_user_pairs(cfg, train),
+        list(_read_user_pairs(cfg, files.valid)),
+        list(_read_user_pairs(cfg, files.test)),
+        files,
+        lambda: _read_user_pairs(cfg, files.train),
         replacing=False,
     )
-
-
-def split_paths(cfg: DataConfig) -> list[tuple[str, str | None]]:
-    return [("train", cfg.train), ("valid", cfg.valid), ("test", cfg.test)]
 
 
 def streamable(cfg: DataConfig) -> bool:

@@ -1,7 +1,8 @@
 """Encode a corpus once, memory-map it after: the prepared data training reads.
 
-`ensure_prepared(cfg)` finds the prepared data of a config's data section, or prepares it:
-the corpus's training pairs are read as a stream (`corpora.stream_corpus`), judged by the
+`ensure_prepared(cfg)` locates the corpus's files once (`corpora.locate_corpus`), finds the
+prepared data of the config's data section and those files, or prepares it from them: the
+corpus's training pairs are read as a stream (`corpora.stream_corpus`), judged by the
 corpus's rules and tokenized in chunks over several worker processes, their tokens counted
 and numbered provisionally; the vocabularies are built from the counts exactly as from
 tokens in memory, and the provisional ids are mapped to vocabulary ids, a chunk at a time,
@@ -11,10 +12,11 @@ chunk per worker and the token table, never the corpus; training then maps the a
 
 A prepared dataset is a folder under the cache, `prepared/{corpus}-{src}-{tgt}-{key}`, whose
 key is a digest of every data setting that shapes the ids (batching settings excluded) and
-of each input file's path, size, modification time and inode: a changed file or tokenizer setting
-gives another key, so stale data is never reused. The folder is written beside its final
-name and renamed into place once complete and synced (`utils.atomic_folder`); a file lock
-lets one process prepare while the others (the ranks of a distributed run) wait for it.
+of each input file's path, size, modification time and inode (the very files the stream then
+reads): a changed file or tokenizer setting gives another key, so stale data is never reused.
+The folder is written beside its final name and renamed into place once complete and synced
+(`utils.atomic_folder`); a file lock lets one process prepare while the others (the ranks of a
+distributed run) wait for it.
 
 No torch: preparation workers import this module.
 """
@@ -30,7 +32,7 @@ import multiprocessing
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,9 +43,9 @@ from attnmt import __version__
 from attnmt.codec import TextCodec, build_tokenizers, build_vocabs, extend_vocabs
 from attnmt.config import DataConfig
 from attnmt.data.binarized import SideWriter, TokenArrays, ids_dtype, open_side, remap
-from attnmt.data.corpora import corpus_files, stream_corpus
+from attnmt.data.corpora import locate_corpus, stream_corpus
 from attnmt.data.pair_filters import HELD_OUT, NOT_IN_SUBSET, PairRules
-from attnmt.data.splits import CorpusStream, Example
+from attnmt.data.splits import CorpusFiles, CorpusStream, Example
 from attnmt.data.textfiles import reading
 from attnmt.tokenize import Tokenizer
 from attnmt.utils import UserError, atomic_folder, cache_root
@@ -101,12 +103,12 @@ class GivenCodec:
         return {"codec": self.codec.digest(), "extend": self.extend}
 
 
-def data_key(cfg: DataConfig, files: Iterable[Path], given: GivenCodec | None = None) -> str:
-    """The digest naming a prepared dataset: data settings (batching aside), input files and
-    the codec it was given, if any."""
+def data_key(cfg: DataConfig, files: CorpusFiles, given: GivenCodec | None = None) -> str:
+    """The digest naming a prepared dataset: data settings (batching aside), input files (in
+    `CorpusFiles.in_order`) and the codec it was given, if any."""
     settings = {name: value for name, value in cfg.model_dump().items() if name not in BATCHING_SETTINGS}
     identity = []
-    for path in files:
+    for path in files.in_order:
         with reading(path):  # a missing or unreadable file: the line reading it would give
             stat = Path(path).stat()
         identity.append(
@@ -124,9 +126,10 @@ def data_key(cfg: DataConfig, files: Iterable[Path], given: GivenCodec | None = 
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def prepared_folder(cfg: DataConfig, given: GivenCodec | None = None) -> Path:
-    """Where the prepared data of `cfg` is (or will be) under the cache."""
-    key = data_key(cfg, corpus_files(cfg), given)
+def prepared_folder(cfg: DataConfig, files: CorpusFiles, given: GivenCodec | None = None) -> Path:
+    """Where the prepared data of `cfg`, read from `files` (`locate_corpus(cfg)`), is (or will be)
+    under the cache."""
+    key = data_key(cfg, files, given)
     return cache_root() / "prepared" / f"{cfg.corpus}-{cfg.src_lang}-{cfg.tgt_lang}-{key[:16]}"
 
 
@@ -140,8 +143,9 @@ def ensure_prepared(
     given: GivenCodec | None = None,
 ) -> Prepared:
     """The prepared data of `cfg` (encoded with `given`, if any), prepared first if there is none
-    (or `force`)."""
-    folder = prepared_folder(cfg, given)
+    (or `force`); its corpus's files are located here, once, for the key and the preparation."""
+    files = locate_corpus(cfg)
+    folder = prepared_folder(cfg, files, given)
     if folder.is_dir() and not force:
         return open_prepared(folder, cfg)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +153,7 @@ def ensure_prepared(
         if force or not folder.is_dir():  # another process may have prepared it meanwhile
             if say is not None:
                 say(f"preparing the data once into {folder}")
-            prepare(cfg, folder, workers=workers, progress=progress, given=given)
+            prepare(cfg, files, folder, workers=workers, progress=progress, given=given)
     return open_prepared(folder, cfg)
 
 
@@ -196,18 +200,20 @@ def default_workers() -> int:
 
 def prepare(
     cfg: DataConfig,
+    files: CorpusFiles,
     folder: Path,
     *,
     workers: int | None = None,
     progress: Progress | None = None,
     given: GivenCodec | None = None,
 ) -> dict:
-    """Prepare `cfg`'s data into `folder` (replacing any); its manifest. Nothing is left under
-    `folder`'s name unless complete: a failure (a full disk) leaves the previous state. With
-    `given`, its tokenizers and vocabularies encode the data instead of ones built from it."""
+    """Prepare `cfg`'s data, read from `files` (`locate_corpus(cfg)`), into `folder` (replacing
+    any); its manifest. Nothing is left under `folder`'s name unless complete: a failure (a full
+    disk) leaves the previous state. With `given`, its tokenizers and vocabularies encode the
+    data instead of ones built from it."""
     started = time.perf_counter()
     workers = workers or default_workers()
-    stream = stream_corpus(cfg)
+    stream = stream_corpus(cfg, files)
     if given is None:
         src_tok, tgt_tok = build_tokenizers(cfg, _kept_pairs(stream))
     else:
@@ -243,7 +249,7 @@ def prepare(
             "attribution": stream.attribution,
             "direction": f"{cfg.src_lang}-{cfg.tgt_lang}",
             "settings": {name: value for name, value in cfg.model_dump().items() if name not in BATCHING_SETTINGS},
-            "files": [str(Path(path).resolve()) for path in stream.files],
+            "files": [str(Path(path).resolve()) for path in stream.files.in_order],
             "raw_pairs": totals.raw_pairs if stream.rules else stream.raw_pairs,
             "dropped": totals.dropped if stream.rules else dict(stream.dropped),
             "train": train,

@@ -4,7 +4,8 @@ A corpus without an official split (Tatoeba, user data without valid/test) is sp
 distinct source sentence (`split_by_source`), so that no source sentence is in two splits and
 a held-out source keeps all its references (multi-reference evaluation). `assemble` makes
 `CorpusSplits` of a corpus read whole; `streamed` a `CorpusStream` of one whose training pairs
-are read lazily, for preparation in bounded memory.
+are read lazily, for preparation in bounded memory. `CorpusFiles` are the files each split is
+read from, as `corpora.locate_corpus` found them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,29 @@ class Example:
 
     src: str
     refs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CorpusFiles:
+    """Every file a configured corpus is read from, by split, found once for a run
+    (`corpora.locate_corpus`): a split of line-aligned files holds (source file, target file),
+    one of tab-separated pairs its one file.
+
+    unsplit:     the file of a whole corpus whose valid and test are split off by source (Tatoeba)
+    train:       the training pairs' own files (data.train's where it replaces a built-in corpus's)
+    valid, test: their own files; none where they are split off by source
+    A synthetic task is generated and reads no file at all.
+    """
+
+    unsplit: tuple[Path, ...] = ()
+    train: tuple[Path, ...] = ()
+    valid: tuple[Path, ...] = ()
+    test: tuple[Path, ...] = ()
+
+    @property
+    def in_order(self) -> list[Path]:
+        """Every file, in the fixed order a prepared dataset's key and manifest record them."""
+        return [*self.unsplit, *self.train, *self.valid, *self.test]
 
 
 @dataclass
@@ -147,7 +171,7 @@ class CorpusStream:
     attribution: str | None
     valid: list[Example]
     test: list[Example]
-    files: list[Path]  # every file read, in a fixed order
+    files: CorpusFiles  # every file read
     read: Callable[[], Iterator[tuple[str, str]]]
     rules: PairRules | None
     raw_pairs: int | None = None
@@ -182,7 +206,7 @@ def streamed(
     attribution: str | None,
     valid: list[tuple[str, str]],
     test: list[tuple[str, str]],
-    files: list[Path],
+    files: CorpusFiles,
     read: Callable[[], Iterator[tuple[str, str]]],
     *,
     replacing: bool,
