@@ -35,7 +35,7 @@ from attnmt.metrics import (
 )
 from attnmt.plot import length_plot
 from attnmt.provenance import with_content_hash
-from attnmt.search.options import SearchOptions
+from attnmt.search.options import SearchOptions, SearchOverrides
 from attnmt.tokenize import WordTokenizer
 from attnmt.translate import Translator
 from attnmt.utils import Say, UserError, WriteFailed, silent, write_text_atomic
@@ -247,14 +247,13 @@ def tune_search(
     beams: Sequence[int] = TUNE_BEAMS,
     penalties: Sequence[float] = TUNE_PENALTIES,
     split: str = "valid",
-    stopping: str | None = None,
-    min_length: int | None = None,
+    overrides: SearchOverrides | None = None,
     say: Say = silent,
 ) -> Tuning:
     """The beam size and length penalty with the best sacreBLEU on `examples` (a validation
     split: never the test set), trying every pair (the penalty only once for greedy search,
-    which it does not change), each beam search stopping as `stopping` says and with the
-    minimum length `min_length` (default: the run's).
+    which it does not change), each search with the other settings `overrides` gives (its
+    stopping rule, minimum length, ...; default: the run's).
     Ties go to the smaller beam, then the smaller penalty."""
     if not examples:
         raise UserError("no validation sentences to tune on")
@@ -262,27 +261,24 @@ def tune_search(
         raise UserError(f"expected beam sizes of at least 1, got {list(beams)}", field="tune_beams")
     if penalties and min(penalties) < 0:
         raise UserError(f"expected length penalties of at least 0, got {list(penalties)}", field="tune_penalties")
-    kept = {"stopping": stopping, "min_length": min_length}  # not tuned
-    base = translator.search_options(**kept)
+    kept = overrides or SearchOverrides()  # the settings not tuned
+    base = translator.search_options(kept)
     trials = []
     for beam in sorted(set(beams)):
         for penalty in sorted(set(penalties)) if beam > 1 else [base.length_penalty]:
-            options = translator.search_options(beam_size=beam, length_penalty=penalty, **kept)
+            options = translator.search_options(kept, beam_size=beam, length_penalty=penalty)
             score = evaluate(translator, examples, options).bleu.score
             trials.append({"beam_size": beam, "length_penalty": penalty, "bleu": score})
             say(f"tuning on {split}: beam {beam}, length penalty {penalty}: BLEU {score:.2f}")
     best = max(trials, key=lambda t: (round(t["bleu"], 6), -t["beam_size"], -t["length_penalty"]))
-    chosen = translator.search_options(beam_size=best["beam_size"], length_penalty=best["length_penalty"], **kept)
+    chosen = translator.search_options(kept, beam_size=best["beam_size"], length_penalty=best["length_penalty"])
     return Tuning(chosen, split, trials)
 
 
 def choose_search(
     translator: Translator,
+    overrides: SearchOverrides | None = None,
     *,
-    beam_size: int | None = None,
-    length_penalty: float | None = None,
-    stopping: str | None = None,
-    min_length: int | None = None,
     tune: bool = False,
     tune_beams: Sequence[int] | None = None,
     tune_penalties: Sequence[float] | None = None,
@@ -291,27 +287,23 @@ def choose_search(
     say: Say = silent,
 ) -> SearchOptions | Tuning:
     """How to search when scoring `scored` ("test", "valid", or "files" given by the user): the
-    run's decode settings with `beam_size`, `length_penalty`, `stopping` and `min_length` where
-    given; or, with `tune`, the beam size and length penalty that score best on the validation
-    examples `valid()` (over `tune_beams` and `tune_penalties`, default TUNE_BEAMS and
-    TUNE_PENALTIES; `stopping` and `min_length` kept as given). Tuning scores the test split only,
-    never what it tuned on, and chooses both settings itself."""
+    run's decode settings with those `overrides` gives; or, with `tune`, the beam size and length
+    penalty that score best on the validation examples `valid()` (over `tune_beams` and
+    `tune_penalties`, default TUNE_BEAMS and TUNE_PENALTIES; the other overrides kept as given).
+    Tuning scores the test split only, never what it tuned on, and chooses both settings itself."""
+    overrides = overrides or SearchOverrides()
     if not tune:
         if tune_beams or tune_penalties:
             field = "tune_beams" if tune_beams else "tune_penalties"
             raise UserError("a tuning grid needs tuning asked for too", field=field)
-        return translator.search_options(
-            beam_size=beam_size, length_penalty=length_penalty, stopping=stopping, min_length=min_length
-        )
-    if beam_size is not None or length_penalty is not None:
+        return translator.search_options(overrides)
+    if overrides.beam_size is not None or overrides.length_penalty is not None:
         raise UserError("tuning chooses the beam size and the length penalty: give neither", field="tune")
     if scored != "test":
         what = "given files" if scored == "files" else f"the {scored} split"
         raise UserError(f"tunes on the valid split and scores the test split, not {what}", field="tune")
     beams, penalties = tune_beams or TUNE_BEAMS, tune_penalties or TUNE_PENALTIES
-    tuning = tune_search(
-        translator, valid(), beams=beams, penalties=penalties, stopping=stopping, min_length=min_length, say=say
-    )
+    tuning = tune_search(translator, valid(), beams=beams, penalties=penalties, overrides=overrides, say=say)
     say(f"tuned on valid: beam {tuning.options.beam_size}, length penalty {tuning.options.length_penalty}")
     for setting in tuning.largest_chosen():  # the best may lie past the grid
         flag = "--tune-beams" if setting == "beam size" else "--tune-penalties"

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from attnmt.plot import attention_grid, attention_heatmap
-from attnmt.translate import Translation
+from attnmt.translation import Translation
 from attnmt.utils import UserError
 
 EOS_LABEL = "</s>"  # the label of the last output row: the attention that chose to stop

@@ -24,7 +24,8 @@ from itertools import islice
 
 from attnmt.loading import ModelSpec, load
 from attnmt.search.options import SearchOptions
-from attnmt.translate import Source, Translation, Translator
+from attnmt.translate import Translator
+from attnmt.translation import Source, Translation
 
 WINDOW = 5000  # sentences sorted and translated together
 

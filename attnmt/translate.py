@@ -4,30 +4,31 @@ The path a sentence takes: source tokenizer -> source vocabulary -> `search.deco
 (length-sorted batches, greedy or beam) -> target vocabulary -> detokenizer. A translation may
 be steered: a prefix it continues, phrases it must contain, or both. `score` gives the model's
 reading of a given translation, `align` a translation's word alignment, `explain` replays one
-sentence's search step by step. A translation's attention is drawn by `heatmaps`; scoring
-against references is `evaluation`; reading the user's text files is `textfiles`.
+sentence's search step by step. What they return is `translation`'s; a translation's attention
+is drawn by `heatmaps`; scoring against references is `evaluation`; reading the user's text files
+is `data.textfiles`; documents, markup and glossaries are composed by `jobs.job`.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import cast
 
 import torch
 
 from attnmt.alignment import alignment, word_of_tokens
 from attnmt.codec import TextCodec
-from attnmt.config import Config
+from attnmt.config import Config, DataConfig
 from attnmt.search.beam import BeamStep, beam_search
 from attnmt.search.decode import Shortlisting, decode_all, steering_of
 from attnmt.search.hypotheses import Hypothesis
-from attnmt.search.options import SearchOptions, ShortlistStepModel, length_penalty
+from attnmt.search.options import SearchOptions, SearchOverrides, ShortlistStepModel, length_penalty
 from attnmt.search.phrases import missing_required_phrases, parse_required_phrases
 from attnmt.search.prefix import Prefix, kept, parse_prefixes, surfaces
 from attnmt.search.teacher import teacher_forced
+from attnmt.translation import Explanation, SearchCandidate, Source, Translation
 from attnmt.utils import Say, UserError
 from attnmt.vocab import EOS, PAD
 
@@ -39,40 +40,6 @@ MAX_SOURCE_TOKENS = 250
 
 def warn(message: str) -> None:
     print(f"attnmt: warning: {message}", file=sys.stderr)
-
-
-class Source(NamedTuple):
-    """A sentence to translate with how its translation must go: the start it continues
-    (`prefix`, "" for none) and the phrases it must contain (`required_phrases`)."""
-
-    text: str
-    prefix: str = ""
-    required_phrases: tuple[str, ...] = ()
-
-
-@dataclass
-class Translation:
-    """One translated sentence (its best hypothesis) and the rest of its n-best list.
-
-    attention: (len(tokens) + 1, len(source_tokens)); row t is the attention while emitting
-    output token t, the last row the one for </s>. The source carries no EOS, so there is no
-    extra column.
-    """
-
-    source: str
-    text: str
-    tokens: list[str]
-    source_tokens: list[str]
-    score: float  # log-probability / length penalty: what the search ranked by
-    log_prob: float  # summed log-probability of the tokens and </s>
-    attention: torch.Tensor
-    alternatives: list[Translation] = field(default_factory=list)
-    token_log_probs: list[float] = field(default_factory=list)  # each token's, then </s>'s: when scored
-    # The required phrases it lacks: its length limit left no room for them
-    missing_required_phrases: list[str] = field(default_factory=list)
-    # When scored: at each step (each token, then </s>) the model's own most probable token, and its log-probability
-    choices: list[str] = field(default_factory=list)
-    choice_log_probs: list[float] = field(default_factory=list)
 
 
 def _padded(sequences: Sequence[Sequence[int]]) -> torch.Tensor:
@@ -92,28 +59,6 @@ def _rows(attention: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
         padded[: attention.shape[0], : attention.shape[1]] = attention
         return padded
     return attention
-
-
-@dataclass
-class SearchCandidate:
-    """One of the continuations beam search ranked at one step (see `search.beam.BeamStep`)."""
-
-    tokens: list[str]  # the hypothesis so far, the new token last
-    parent: int  # slot of the beam it extends, among the previous step's kept candidates
-    log_prob: float  # summed over its tokens
-    status: str  # "finished" (ended in EOS among the first K), "kept" (a beam of the next step) or "dropped"
-    slot: int  # its slot among the next step's beams; -1 unless kept
-    score: float | None  # log_prob / length penalty, the ranking score, when finished
-    attention: list[float]  # (S,) the attention of the step that chose its last token
-
-
-@dataclass
-class Explanation:
-    """A sentence's search step by step (candidates best first) and the translation it gave."""
-
-    source_tokens: list[str]
-    steps: list[list[SearchCandidate]]
-    translation: Translation
 
 
 class Translator:
@@ -144,10 +89,80 @@ class Translator:
         self.shortlist = shortlist
         self._target_surfaces: list[str | None] | None = None  # each target id's text, for prefixes
 
-    def search_options(self, **overrides) -> SearchOptions:
-        """The run's `decode` settings as SearchOptions, with `overrides` (None keeps a setting);
-        impossible settings are a UserError."""
-        return SearchOptions.from_config(self.config.decode, **overrides)
+    def search_options(self, overrides: SearchOverrides | None = None, **settings) -> SearchOptions:
+        """The run's `decode` settings as SearchOptions, with `overrides` and then `settings` (the
+        same names; None keeps a setting); impossible settings are a UserError."""
+        return SearchOptions.from_config(self.config.decode, (overrides or SearchOverrides()).replace(**settings))
+
+    # What the faces and the job read of the model, by name: never its codec or config.
+
+    @property
+    def source_language(self) -> str:
+        """The language it translates from (its data.src_lang)."""
+        return self.config.data.src_lang
+
+    @property
+    def target_language(self) -> str:
+        """The language it translates into (its data.tgt_lang)."""
+        return self.config.data.tgt_lang
+
+    @property
+    def lowercase(self) -> bool:
+        """Whether it reads and writes lowercased text (its data.lowercase)."""
+        return self.config.data.lowercase
+
+    @property
+    def data(self) -> DataConfig:
+        """The data settings it was trained with: corpus, languages, tokenizers; what its splits
+        are read by (`data.splits.split_examples`)."""
+        return self.config.data
+
+    @property
+    def n_best(self) -> int:
+        """How many hypotheses a sentence its run writes by default (its decode.n_best)."""
+        return self.config.decode.n_best
+
+    @property
+    def surfaces(self) -> tuple[Callable[[str], str], Callable[[str], str]]:
+        """Each side's token -> the text it stands for (source, target): where a token sits in a sentence."""
+        return self.codec.src_tokenizer.surface, self.codec.tgt_tokenizer.surface
+
+    def count_source_tokens(self, text: str) -> int:
+        """How many source tokens the model reads `text` as."""
+        return len(self.codec.source_tokens(text))
+
+    def encode_target(self, text: str) -> list[int]:
+        """`text` as target ids: whether the model can write it (UNK where it cannot)."""
+        return self.codec.encode_target(text)
+
+    def describe(self) -> dict:
+        """What it is, as plain data: languages, architecture and size, validation metric and
+        default search."""
+        config, model = self.config, self.config.model
+        return {
+            "source_language": config.data.src_lang,
+            "target_language": config.data.tgt_lang,
+            "architecture": {
+                "rnn": model.rnn,
+                "attention": model.attention,
+                "decoder": model.decoder,
+                "embedding_size": model.embedding_size,
+                "encoder_hidden": model.encoder_hidden,
+                "encoder_layers": model.encoder_layers,
+                "bidirectional": model.bidirectional,
+                "decoder_hidden": model.decoder_hidden,
+                "decoder_layers": model.decoder_layers,
+                "tokenizer": config.data.tokenizer,
+                "parameters": self.parameters,
+            },
+            "valid_metric": config.train.early_stopping_metric,
+            "decoding": {
+                "beam_size": config.decode.beam_size,
+                "length_penalty": config.decode.length_penalty,
+                "max_length_a": config.decode.max_length_a,
+                "max_length_b": config.decode.max_length_b,
+            },
+        }
 
     def translate(
         self,
@@ -401,34 +416,3 @@ class Translator:
             log_prob=hypothesis.log_prob,
             attention=_rows(hypothesis.attention.float(), len(tokens) + 1, len(source_tokens)),
         )
-
-
-def scored_record(translation: Translation, with_attention: bool) -> dict:
-    """A scored translation (`Translator.score`) as `attnmt score` writes it and /v1/score sends it."""
-    fields = {
-        "source": translation.source,
-        "target": translation.text,
-        "source_tokens": translation.source_tokens,
-        "tokens": translation.tokens,
-        "token_log_probs": translation.token_log_probs,
-        "log_prob": translation.log_prob,
-        "score": translation.score,
-        "choices": translation.choices,
-        "choice_log_probs": translation.choice_log_probs,
-    }
-    if with_attention:
-        fields["attention"] = translation.attention.tolist()
-    return fields
-
-
-def nbest_lines(
-    translations: Sequence[Translation], first_index: int = 0, aligned: Callable[[Translation], str] | None = None
-) -> list[str]:
-    """Moses-style n-best lines `i ||| text ||| score`, i counted from `first_index`; with
-    `aligned`, a fourth field: each hypothesis's word alignment as it writes it."""
-    lines = []
-    for offset, translation in enumerate(translations):
-        for candidate in [translation, *translation.alternatives]:
-            line = f"{first_index + offset} ||| {candidate.text} ||| {candidate.score:.4f}"
-            lines.append(line if aligned is None else f"{line} ||| {aligned(candidate)}")
-    return lines

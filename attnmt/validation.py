@@ -12,7 +12,7 @@ from attnmt.loss import token_loss
 from attnmt.metrics import bleu, perplexity, tokenized_bleu
 from attnmt.precision import autocast
 from attnmt.search.decode import decode_all
-from attnmt.search.options import SearchOptions
+from attnmt.search.options import SearchOptions, SearchOverrides
 from attnmt.tokenize import WordTokenizer
 from attnmt.vocab import SPECIALS, UNK
 
@@ -35,7 +35,7 @@ def validate(model, bundle: DataBundle, config: Config, device: torch.device) ->
     examples = bundle.valid.examples[: config.train.valid_bleu_sentences]
     if examples:
         codec = bundle.codec
-        greedy = SearchOptions.from_config(config.decode, beam_size=1)
+        greedy = SearchOptions.from_config(config.decode, SearchOverrides(beam_size=1))
         sources = [codec.encode_source(example.src) for example in examples]
         hypotheses = decode_all(
             model,

@@ -12,7 +12,7 @@ Three ways to translate the same paragraphs, each scored against the joined refe
 sacreBLEU, the tokenized-lowercased BLEU of older papers and chrF, with the hypothesis/reference
 length ratio:
 
-    document     `attnmt translate --document`'s path (`attnmt.documents`): cut by the splitter,
+    document     `attnmt translate --document`'s path (`attnmt.jobs.documents`): cut by the splitter,
                  translated as sentences, put back with the paragraph's spacing
     line         each paragraph translated as one line, as without --document
     sentences    the corpus's own sentences translated one by one and joined: what the
@@ -27,8 +27,8 @@ import random
 import sys
 from pathlib import Path
 
-from attnmt.documents import Documents
 from attnmt.evaluation import split_examples
+from attnmt.jobs.documents import Documents
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, chrf, tokenized_bleu
 from attnmt.tokenize import WordTokenizer

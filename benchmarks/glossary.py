@@ -27,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 from attnmt.evaluation import split_examples
-from attnmt.glossary import Glossary, glossary_of
+from attnmt.jobs.glossary import Glossary, glossary_of
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, tokenized_bleu
 from attnmt.tokenize import WordTokenizer

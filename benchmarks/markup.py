@@ -4,7 +4,7 @@ its attention, checked against a statistical aligner's alignment (needs `pip ins
     python -m benchmarks.markup RUN_DIR [--beam 5] [--seed 0] [--data-dir DIR] [--json OUT]
 
 The tagged test set: in each test sentence one span of SPAN_WORDS[0]..SPAN_WORDS[1] consecutive
-source words (whitespace-separated, as `attnmt.markup` counts them), drawn with `--seed` among the
+source words (whitespace-separated, as `attnmt.jobs.markup` counts them), drawn with `--seed` among the
 spans that eflomal (Östling and Tiedemann 2016, a Bayesian IBM-model aligner) aligns to a
 consistent target phrase of the reference (every link from the span lands in one contiguous run of
 reference words that links nowhere else), is wrapped in `<b>...</b>`; a sentence without such a
@@ -31,8 +31,8 @@ import tempfile
 from pathlib import Path
 
 from attnmt.evaluation import split_examples
+from attnmt.jobs.markup import Element, MarkupError, read_markup, tagged
 from attnmt.loading import ModelSpec, load
-from attnmt.markup import Element, MarkupError, read_markup, tagged
 from attnmt.metrics import bleu
 from attnmt.utils import UserError
 from benchmarks.measure import describe_machine, measured, run_parser, write_results

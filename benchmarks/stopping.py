@@ -34,7 +34,7 @@ from rich.console import Console
 
 from attnmt.evaluation import evaluate, split_examples, tune_search
 from attnmt.loading import ModelSpec, load
-from attnmt.search.options import SearchOptions
+from attnmt.search.options import SearchOptions, SearchOverrides
 from attnmt.translate import Translator
 from benchmarks.measure import describe_machine, write_results
 from benchmarks.report import markdown_table, rows_by_search
@@ -66,7 +66,13 @@ def measure_run(run_dir: Path, data_dir: str | None, say) -> dict:
     """Every search on the run's valid and test splits (module docstring)."""
     translator = load(ModelSpec(str(run_dir), device="cpu", data_dir=data_dir))
     examples = {split: split_examples(translator.config.data, split) for split in SPLITS}
-    tuning = tune_search(translator, examples["valid"], beams=[BEAM], penalties=PENALTIES, stopping="k_finished")
+    tuning = tune_search(
+        translator,
+        examples["valid"],
+        beams=[BEAM],
+        penalties=PENALTIES,
+        overrides=SearchOverrides(stopping="k_finished"),
+    )
     rows = []
     for name, options in searches(translator, tuning.options.length_penalty).items():
         for split in SPLITS:

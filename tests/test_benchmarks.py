@@ -495,7 +495,7 @@ def test_tf32_reference_loop_is_the_encoder_and_the_benchmark_needs_a_gpu(monkey
 
 def test_the_glossary_benchmark_pairs_words_by_dice_and_counts_terms_where_they_should_apply():
     from attnmt.data.splits import Example
-    from attnmt.glossary import glossary_of
+    from attnmt.jobs.glossary import glossary_of
     from attnmt.tokenize import WordTokenizer
     from benchmarks import glossary
 

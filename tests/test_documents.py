@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnmt.documents import Documents, Paragraph, split_paragraph
+from attnmt.jobs.documents import Documents, Paragraph, split_paragraph
 from tests.cli_helpers import run_error, run_ok
 
 
@@ -112,13 +112,26 @@ def test_a_line_of_100000_characters_is_translated_in_parts_with_a_warning(rever
     assert "line 1: a sentence of 50,000 tokens is longer than the model's limit of 250" in captured.err
 
 
-@pytest.mark.parametrize(
-    "option",
-    [["--alignment"], ["--n-best", "2"], ["--require", "a"], ["--attention", "out"], ["--glossary-report", "r"]],
-)
+@pytest.mark.parametrize("option", [["--alignment"], ["--require", "a"], ["--prefix", "a"]])
 def test_options_given_per_sentence_are_refused_with_a_document(reverse_run, capsys, option):
     line = run_error(capsys, "translate", str(reverse_run), "a b. c d.", "--document", *option)
-    assert line.startswith(f"attnmt: error: --document: {option[0]} is given per sentence")
+    assert line.startswith(f"attnmt: error: {option[0]}: {option[0]} cannot be combined with --document")
+
+
+def test_a_document_writes_n_best_paragraphs_heatmaps_and_a_glossary_report(reverse_run, tmp_path, capsys):
+    """A paragraph's best hypothesis is its one-best translation; heatmaps and the report go by sentence."""
+    glossary, report, heatmaps = tmp_path / "terms.tsv", tmp_path / "report.jsonl", tmp_path / "maps"
+    glossary.write_text("b\tb\n", encoding="utf-8")
+    paragraphs = ["a b c! d e f?", "g h."]
+    common = ["translate", str(reverse_run), *paragraphs, "--document", "--beam", "2", "--glossary", str(glossary)]
+    best = run_ok(capsys, *common).splitlines()
+    more = ["--n-best", "2", "--attention", str(heatmaps), "--glossary-report", str(report)]
+    lines = [line.split(" ||| ") for line in run_ok(capsys, *common, *more).splitlines()]
+    assert [fields[0] for fields in lines] == ["0", "0", "1", "1"]
+    assert [lines[0][1], lines[2][1]] == best
+    assert float(lines[0][2]) >= float(lines[1][2]) and float(lines[2][2]) >= float(lines[3][2]), "best first"
+    assert sorted(path.name for path in heatmaps.glob("0*.png")) == ["0001.png", "0002.png", "0003.png"]
+    assert len(report.read_text().splitlines()) == 3, "one line a sentence"
 
 
 def test_the_api_translates_paragraphs_and_refuses_what_a_document_cannot_take(reverse_run):

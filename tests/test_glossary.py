@@ -1,4 +1,4 @@
-"""attnmt.glossary and `attnmt translate --glossary`: terms found in a sentence (whole words, the
+"""attnmt.jobs.glossary and `attnmt translate --glossary`: terms found in a sentence (whole words, the
 longest at each position) become required phrases of its translation, and a bad glossary is one
 line naming the file and line."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.glossary import read_glossary
+from attnmt.jobs.glossary import read_glossary
 from attnmt.utils import UserError
 from attnmt.vocab import UNK
 from tests.cli_helpers import run_error, run_ok

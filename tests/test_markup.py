@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnmt.markup import Element, MarkupError, Standalone, put_back, read_markup
+from attnmt.jobs.markup import Element, MarkupError, Standalone, put_back, read_markup
 from tests.cli_helpers import run_error, run_ok
 
 TAG = re.compile(r"<[^>]*>")
@@ -166,9 +166,9 @@ def test_a_line_that_is_not_well_formed_stops_the_run_before_anything_is_written
         "the markup is not well-formed"
     )
     assert not output.exists(), "nothing written"
-    for option in (["--document"], ["--alignment"], ["--n-best", "2"], ["--attention", "out"]):
+    for option in (["--alignment"], ["--prefix", "x"]):
         message = run_error(capsys, "translate", str(reverse_run), "a <b>b</b>", "--markup", "html", *option)
-        assert message.startswith(f"attnmt: error: --markup: {option[0]} cannot be combined with --markup")
+        assert message.startswith(f"attnmt: error: {option[0]}: {option[0]} cannot be combined with --markup")
 
 
 def test_the_api_answers_the_tagged_translation_and_refuses_broken_markup(reverse_run):
@@ -187,10 +187,52 @@ def test_the_api_answers_the_tagged_translation_and_refuses_broken_markup(revers
         assert "markup" not in client.post("/v1/translate", json={"sentences": ["a b"]}).json()["translations"][0]
         for body, field, message in (
             ({"sentences": ["a", "<b>c <i>d</b></i>"], "markup": "html"}, "sentences[1]", "column 10"),
-            ({"sentences": ["a"], "markup": "html", "document": True}, "markup", "not with a document"),
             ({"sentences": ["a"], "markup": "html", "prefixes": ["x"]}, "prefixes", "cannot be combined with markup"),
             ({"sentences": ["a"], "markup": "xml"}, "markup", ""),
         ):
             refused = client.post("/v1/translate", json=body)
             assert refused.status_code == 422 and refused.json()["field"] == field, refused.text
             assert message in refused.json()["error"]
+
+
+def test_a_page_of_tagged_paragraphs_gets_its_tags_back_over_each_paragraph(reverse_run, capsys):
+    """Documents and markup together: each paragraph's tags are taken out, its text cut into
+    sentences and translated, and the tags put back over the joined paragraph, on both faces."""
+    from tests.serve_helpers import serving
+
+    paragraphs = ["a <b>b c! d</b> e f?", "<i>g h!</i> a."]
+    out = run_ok(capsys, "translate", str(reverse_run), "--markup", "html", "--document", *paragraphs).splitlines()
+    texts = run_ok(capsys, "translate", str(reverse_run), "--document", *[plain(p) for p in paragraphs]).splitlines()
+    for output, text, paragraph in zip(out, texts, paragraphs, strict=True):
+        assert plain(output) == text, "the paragraph's translation without its tags"
+        assert tags_of(output) == tags_of(paragraph)
+    _, client = serving(str(reverse_run))
+    with client:
+        body = {"sentences": paragraphs, "markup": "html", "document": True}
+        answer = client.post("/v1/translate", json=body)
+        assert answer.status_code == 200, answer.text
+        assert [paragraph["text"] for paragraph in answer.json()["paragraphs"]] == out
+        assert all("markup" not in sentence for sentence in answer.json()["translations"]), "tags are the paragraph's"
+
+
+def test_a_paragraphs_sentences_are_joined_with_their_attention_block_diagonal():
+    import torch
+
+    from attnmt.jobs.documents import Paragraph
+    from attnmt.jobs.job import _joined
+    from attnmt.translation import Translation
+
+    def translation(source_tokens, tokens, seed):
+        attention = torch.rand(len(tokens) + 1, len(source_tokens), generator=torch.Generator().manual_seed(seed))
+        text = " ".join(tokens)
+        return Translation(" ".join(source_tokens), text, tokens, source_tokens, -1.0, -2.0, attention)
+
+    first, second = translation(["a", "b"], ["x", "y", "z"], 0), translation(["c", "d", "e"], ["w"], 1)
+    joined = _joined([first, second], Paragraph(1, " ", ["a b", "c d e"], ["  ", "\n"]))
+    assert joined.text == " x y z  w\n" and joined.tokens == ["x", "y", "z", "w"]
+    assert joined.source_tokens == ["a", "b", "c", "d", "e"] and (joined.score, joined.log_prob) == (-2.0, -4.0)
+    assert joined.attention.shape == (4 + 1, 5)
+    assert torch.equal(joined.attention[:3, :2], first.attention[:3]), "the first sentence's rows, </s> left out"
+    assert torch.equal(joined.attention[3:4, 2:], second.attention[:1])
+    assert joined.attention[:3, 2:].abs().sum() == 0 and joined.attention[3:, :2].abs().sum() == 0
+    assert joined.attention[4].abs().sum() == 0, "</s>'s row, which the alignment leaves out"

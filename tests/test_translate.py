@@ -24,7 +24,8 @@ from attnmt.provenance import code_state
 from attnmt.search.beam import beam_search
 from attnmt.search.greedy import greedy
 from attnmt.search.options import SearchOptions
-from attnmt.translate import MAX_SOURCE_TOKENS, Translator, nbest_lines
+from attnmt.translate import MAX_SOURCE_TOKENS, Translator
+from attnmt.translation import nbest_lines
 from attnmt.utils import UserError
 from tests.run_helpers import is_score
 

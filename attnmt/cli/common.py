@@ -34,6 +34,10 @@ FLAGS = {
     "shortlist": "--shortlist",
     "fast": "--fast",
     "prefix": "--prefix",
+    "prefixes": "--prefix",
+    "n_best": "--n-best",
+    "attention": "--attention",
+    "alignment": "--alignment",
     "required_phrases": "--require",
     "fast_bound": "--fast-bound",
     "ensemble_attention": "--ensemble-attention",
@@ -136,6 +140,7 @@ def fast_specs(args: argparse.Namespace, specs: list, console: Console) -> list:
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """The search settings a command may override; `search_overrides` reads them back as one value."""
     parser.add_argument(
         "--beam", type=int, metavar="K", help="beam size (default: the run's decode.beam_size); 1 = greedy"
     )
@@ -153,6 +158,15 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="the fewest tokens an output has before </s> (default: the run's decode.min_length, 0 = none)",
+    )
+
+
+def search_overrides(args: argparse.Namespace):
+    """The search settings `add_search_arguments` read, as one `search.options.SearchOverrides`."""
+    from attnmt.search.options import SearchOverrides  # torch: loaded only by the commands that search
+
+    return SearchOverrides(
+        beam_size=args.beam, length_penalty=args.length_penalty, stopping=args.stopping, min_length=args.min_length
     )
 
 

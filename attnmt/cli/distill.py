@@ -9,7 +9,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from attnmt.cli.common import add_data_dir, add_loading_arguments, add_search_arguments, model_spec, printer
+from attnmt.cli.common import (
+    add_data_dir,
+    add_loading_arguments,
+    add_search_arguments,
+    model_spec,
+    printer,
+    search_overrides,
+)
 
 
 def add_parser(commands) -> None:
@@ -44,14 +51,8 @@ def run(args: argparse.Namespace, console: Console) -> None:
     prefix = Path(args.output) if args.output else Path(args.run_dir) / "distilled" / "train"
     spec = model_spec(args, [args.run_dir, *args.ensemble], data_dir=args.data_dir)
     teacher = load(spec)
-    options = teacher.search_options(
-        beam_size=args.beam,
-        n_best=1,
-        length_penalty=args.length_penalty,
-        stopping=args.stopping,
-        min_length=args.min_length,
-    )
-    sources = distinct_sources(load_corpus(teacher.config.data).train)
+    options = teacher.search_options(search_overrides(args), n_best=1)
+    sources = distinct_sources(load_corpus(teacher.data).train)
     say(f"distilling {len(sources):,} training sources with beam {options.beam_size} into {prefix}.*")
     done = distill(teacher, sources, prefix, options, say=say)
     if done.seconds:

@@ -18,6 +18,7 @@ from attnmt.cli.common import (
     int_list,
     model_spec,
     printer,
+    search_overrides,
 )
 from attnmt.tables import length_table, scores_table
 from attnmt.utils import UserError, choose_device, describe_machine
@@ -72,7 +73,7 @@ def evaluated(
 
     def examples_for(translator) -> list:
         if not args.src:
-            return split_examples(translator.config.data, args.split, cache=cache)
+            return split_examples(translator.data, args.split, cache=cache)
         if "files" not in cache:
             cache["files"] = read_test_files(args.src, args.ref)
         return cache["files"]
@@ -80,15 +81,12 @@ def evaluated(
     def options_for(translator):
         return choose_search(
             translator,
-            beam_size=args.beam,
-            length_penalty=args.length_penalty,
-            stopping=args.stopping,
-            min_length=args.min_length,
+            search_overrides(args),
             tune=tune,
             tune_beams=tune_beams,
             tune_penalties=tune_penalties,
             scored="files" if args.src else args.split,
-            valid=lambda: split_examples(translator.config.data, "valid", cache=cache),
+            valid=lambda: split_examples(translator.data, "valid", cache=cache),
             say=say,
         )
 
@@ -98,7 +96,7 @@ def evaluated(
 
     def tokenized_for(translator):  # the papers' tokenized references: Multi30k's, of a split or a --ref file
         if not args.src:
-            return split_tokenized(translator.config.data, args.split, cache=cache)
+            return split_tokenized(translator.data, args.split, cache=cache)
         return files_tokenized(args.ref)
 
     return evaluate_runs(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from attnmt.cli.common import add_model_arguments, model_spec, printer
+from attnmt.cli.common import add_model_arguments, model_spec, printer, search_overrides
 from attnmt.cli.evaluate import add_evaluation_arguments, evaluated
 from attnmt.utils import UserError
 
@@ -33,9 +33,7 @@ def _attention(args: argparse.Namespace, console: Console) -> Path:
     from attnmt.loading import load  # torch: not loaded to build the parser
 
     translator = load(model_spec(args, [args.run_dir]))
-    options = translator.search_options(
-        beam_size=args.beam, length_penalty=args.length_penalty, stopping=args.stopping, min_length=args.min_length
-    )
+    options = translator.search_options(search_overrides(args))
     translations = translator.translate(args.sentences, options)
     if len(translations) == 1:
         return heatmap(translations[0], args.output, title=translations[0].text)

@@ -68,7 +68,7 @@ def _pairs(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
 def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.alignment import pharaoh
     from attnmt.loading import load  # torch: not loaded to build the parser
-    from attnmt.translate import scored_record
+    from attnmt.translation import scored_record
 
     _check(args)
     pairs = _pairs(args)

@@ -100,13 +100,6 @@ def add_parser(commands) -> None:
     parser.set_defaults(run=run)
 
 
-def _refuse(options: dict, problem: str, field: str) -> None:
-    """A UserError naming the first of `options` that was given (a true value): `problem` with it."""
-    given = [name for name, value in options.items() if value]
-    if given:
-        raise UserError(f"{given[0]} {problem}", field=field)
-
-
 def _add_input_arguments(parser) -> None:
     """What the lines are and where the translations go."""
     parser.add_argument("--input", metavar="FILE", help="one sentence per line ('-': stdin)")
@@ -123,8 +116,8 @@ def _add_input_arguments(parser) -> None:
     )
 
 
-def _check_steering(args: argparse.Namespace) -> None:
-    """Refuse prefixes and required phrases that do not fit the sentences given."""
+def _check_lines(args: argparse.Namespace) -> None:
+    """Refuse prefixes and required phrases that do not fit the way the lines are given."""
     if args.prefix and not args.sentences:
         raise UserError("--prefix goes with SENTENCE arguments; for --input lines use --prefix-column", field="prefix")
     if args.prefix and len(args.prefix) != len(args.sentences):
@@ -132,216 +125,175 @@ def _check_steering(args: argparse.Namespace) -> None:
         raise UserError(f"{counts}: give one each", field="prefix")
     if (args.prefix_column or args.require_column) and args.sentences:
         raise UserError("a column option reads --input lines; for SENTENCE arguments use --prefix or --require")
-    per_sentence = {
-        "--prefix": args.prefix,
-        "--prefix-column": args.prefix_column,
-        "--alignment": args.alignment,
-        "--attention": args.attention,
-        "--n-best": args.n_best not in (None, 1),
+    if args.glossary_report and not args.glossary:
+        raise UserError("--glossary-report goes with --glossary", field="glossary")
+
+
+def _job(args: argparse.Namespace, overrides):
+    """The translation job argv asks for, its features checked (`jobs.job.REFUSED`) in the words
+    of the flags given."""
+    from attnmt.jobs.job import TranslationJob
+
+    job = TranslationJob(
+        document=args.document,
+        markup=args.markup,
+        prefixes=bool(args.prefix or args.prefix_column),
+        required_phrases=bool(args.require or args.require_column),
+        glossary=args.glossary,
+        search=overrides,
+        attention=bool(args.attention),
+        alignment=args.alignment,
+    )
+    given = {
+        "prefixes": "--prefix" if args.prefix else "--prefix-column",
+        "required_phrases": "--require" if args.require else "--require-column",
     }
-    if args.markup:
-        _refuse({"--document": args.document, **per_sentence}, "cannot be combined with --markup: it writes one "
-                "tagged line per line", "markup")  # fmt: skip
-    if args.document:
-        with_document = {**per_sentence, "--require": args.require, "--require-column": args.require_column}
-        with_document["--glossary-report"] = args.glossary_report
-        _refuse(with_document, "is given per sentence, and --document writes one line per paragraph: translate "
-                "sentence lines for it", "document")  # fmt: skip
+    job.check(spell=lambda feature: given.get(feature) or "--" + feature.replace("_", "-"))
+    return job
 
 
-def _sources(lines: Iterable[str], args: argparse.Namespace, glossary=None) -> Iterator:
-    """Each line as translate_windows takes it: as it is, or a `Source` with its prefix and
-    required phrases (tab-separated columns: SOURCE<TAB>PREFIX with --prefix-column,
-    SOURCE<TAB>PHRASE... with --require-column, SOURCE<TAB>PREFIX<TAB>PHRASE... with both;
-    --require's phrases for every line; the targets of the `glossary`'s terms found in it)."""
-    from attnmt.glossary import required_phrases
-    from attnmt.translate import Source
+def _lines(args: argparse.Namespace, lines: Iterable[str]) -> Iterator:
+    """Each line as the job takes it: as it is, or a `Source` with its prefix and required
+    phrases (tab-separated columns: SOURCE<TAB>PREFIX with --prefix-column, SOURCE<TAB>PHRASE...
+    with --require-column, SOURCE<TAB>PREFIX<TAB>PHRASE... with both; --prefix's, one per
+    SENTENCE; --require's phrases for every line)."""
+    from attnmt.translation import Source
 
+    prefixes = iter(args.prefix)
     for line in lines:
-        if not (args.prefix_column or args.require_column or args.require or glossary):
-            yield line
-            continue
-        prefix, phrases = "", []
+        prefix, phrases = next(prefixes, ""), []
         if args.prefix_column and args.require_column:
-            source, _, rest = line.partition("\t")
+            line, _, rest = line.partition("\t")
             prefix, *phrases = rest.split("\t")  # no tab: no prefix and no phrases
         elif args.prefix_column:
-            source, _, prefix = line.partition("\t")
+            line, _, prefix = line.partition("\t")
         elif args.require_column:
-            source, *phrases = line.split("\t")
-        else:
-            source = line
-        phrases = [*phrases, *args.require]
-        yield Source(source, prefix=prefix, required_phrases=required_phrases(source, phrases, glossary))
+            line, *phrases = line.split("\t")
+        phrases += args.require
+        yield Source(line, prefix, tuple(phrases)) if prefix or phrases else line
 
 
 def run(args: argparse.Namespace, console: Console) -> None:
     from attnmt.alignment import pharaoh
-    from attnmt.data.textfiles import count_lines, prompt_lines
-    from attnmt.glossary import required_phrases
+    from attnmt.cli.common import search_overrides
+    from attnmt.data.textfiles import count_lines, prompt_lines, stream_lines
+    from attnmt.jobs.markup import MarkupError
     from attnmt.loading import load  # torch: not loaded to build the parser
     from attnmt.stream import StreamProgress, translate_windows
-    from attnmt.translate import Source, Translation
+    from attnmt.translation import Translation
 
     if args.workers < 1:
         raise UserError(f"expected at least 1 process, got {args.workers}", field="workers")
     if args.sentences and args.input:
         raise UserError("give sentences as arguments or with --input FILE, not both")
-    _check_steering(args)
+    _check_lines(args)
+    job = _job(args, search_overrides(args).replace(n_best=args.n_best))
+    interactive = not args.sentences and args.input is None and sys.stdin.isatty()
+    where = "argument" if args.sentences else "<stdin>" if args.input in (None, "-") else args.input
+    if job.markup is not None and not interactive:
+        _check_markup(args, where)
     spec = model_spec(args, [args.run_dir, *args.ensemble], ensemble_attention=args.ensemble_attention)
     [spec] = fast_specs(args, [spec], console)
     with contextlib.ExitStack() as stack:
         spec = stack.enter_context(spec.exported())  # a run on onnxruntime: exported once, for every process
         translator = load(spec)
-        glossary = _glossary(args, translator)
-        n_best = translator.config.decode.n_best if args.n_best is None else args.n_best
-        options = translator.search_options(
-            beam_size=args.beam,
-            n_best=n_best,
-            length_penalty=args.length_penalty,
-            stopping=args.stopping,
-            min_length=args.min_length,
-        )
+        options = translator.search_options(job.search.replace(n_best=args.n_best or translator.n_best))
+
+        def bad_line(number: int, problem: str) -> UserError:
+            return MarkupError(f"{where}:{number}: {problem}", field="markup")
+
+        bound = job.bind(translator, bad_line=bad_line)
         out = stack.enter_context(output_stream(args.output))
-        interactive = not args.sentences and args.input is None and sys.stdin.isatty()
-        tags = _markup(args, translator, interactive)
-        if args.document:
-            _translate_documents(args, translator, spec, options, glossary, out, interactive)
-            return
+        chunks: Iterator[list[Translation]]
         if interactive:  # typed lines, answered at once
-            typed = (
-                list(_sources(line if tags is None else tags.texts(line), args, glossary)) for line in prompt_lines()
-            )
-            chunks: Iterator[list[Translation]] = (translator.translate_sources(line, options) for line in typed)
+            typed = (list(bound.sources(_lines(args, line))) for line in prompt_lines())
+            chunks = (translator.translate_sources(sources, options) for sources in typed)
         else:
-            lines: Iterable[str | Source]
-            if args.prefix:
-                pairs = zip(args.sentences, args.prefix, strict=True)
-                lines = [Source(s, prefix, required_phrases(s, args.require, glossary)) for s, prefix in pairs]
-            else:
-                lines = _sources(_texts(args, translator, tags), args, glossary)
-            chunks = translate_windows(lines, options, translator=translator, spec=spec, workers=args.workers)
+            sources = bound.sources(_lines(args, args.sentences or stream_lines(args.input)))
+            chunks = translate_windows(sources, options, translator=translator, spec=spec, workers=args.workers)
         total = count_lines(args.input) if args.input not in (None, "-") and not args.sentences else None
-        progress = stack.enter_context(contextlib.closing(StreamProgress(total)))
-        aligned = (lambda translation: pharaoh(translator.align(translation))) if args.alignment else None
+        progress = stack.enter_context(contextlib.closing(StreamProgress(None if args.document else total)))
         report_out = stack.enter_context(output_stream(args.glossary_report, "--glossary-report"))
-        report = _GlossaryReport(glossary, report_out if args.glossary_report else None)
-        chunks = (report.seen(translations) for translations in chunks)
-        if tags is not None:
-            chunks = (tags.put_back(translations) for translations in chunks)
-        _write_translations(chunks, out, progress, n_best=n_best, attention=args.attention, aligned=aligned)
+        report = _GlossaryReport(report_out if args.glossary_report else None)
+        aligned = (lambda translation: pharaoh(translator.align(translation))) if args.alignment else None
+        writer = _Writer(out, options.n_best, args.attention, aligned)
+        for finished in bound.finish(chunks):
+            writer.write(finished)
+            report.seen(finished)
+            progress.update([sentence for unit in finished for sentence in unit.sentences])
+        writer.close()
         report.summary()
 
 
-def _markup(args: argparse.Namespace, translator, interactive: bool):
-    """With --markup, the `MarkupLines` that takes the tags out and puts them back; a file's lines
-    are all checked first, so a line that is not well-formed stops the run before anything is
-    written (standard input is checked as it is read)."""
-    if not args.markup:
-        return None
+def _check_markup(args: argparse.Namespace, where: str) -> None:
+    """Every tagged line read first, so that a line that is not well-formed stops the run before
+    anything is written (standard input is checked as it is read)."""
     from attnmt.data.textfiles import stream_lines
-    from attnmt.markup import MarkupLines, read_line
+    from attnmt.jobs.markup import read_line
 
-    where = "argument" if args.sentences else "<stdin>" if args.input in (None, "-") else args.input
     if args.sentences:
         for number, sentence in enumerate(args.sentences, start=1):
             read_line(sentence, f"{where} {number}")
-    elif not interactive and args.input not in (None, "-"):
+    elif args.input not in (None, "-"):
         for number, line in enumerate(stream_lines(args.input), start=1):
             read_line(line, f"{where}:{number}")
-    return MarkupLines(translator.codec, translator.config.data.lowercase, where)
-
-
-def _texts(args: argparse.Namespace, translator, tags):
-    """The lines to translate: the arguments or the input's lines, without their tags with --markup."""
-    from attnmt.data.textfiles import stream_lines
-
-    lines = args.sentences or stream_lines(args.input)
-    return lines if tags is None else tags.texts(lines)
-
-
-def _translate_documents(args, translator, spec, options, glossary, out: TextIO, interactive: bool) -> None:
-    """--document: every line a paragraph (`attnmt.documents`), its sentences translated as
-    sentence lines are (windows, workers, the glossary), each paragraph written when complete."""
-    from attnmt.data.textfiles import prompt_lines, stream_lines
-    from attnmt.documents import Documents
-    from attnmt.stream import StreamProgress, translate_windows
-    from attnmt.translate import MAX_SOURCE_TOKENS, Translation, warn
-
-    def count_tokens(text: str) -> int:
-        return len(translator.codec.source_tokens(text))
-
-    documents = Documents(translator.config.data.src_lang, count_tokens, MAX_SOURCE_TOKENS, warn)
-    if interactive:
-        typed = (list(_sources(documents.sentences(line), args, glossary)) for line in prompt_lines())
-        chunks: Iterator[list[Translation]] = (translator.translate_sources(sentences, options) for sentences in typed)
-    else:
-        sentences = _sources(documents.sentences(args.sentences or stream_lines(args.input)), args, glossary)
-        chunks = translate_windows(sentences, options, translator=translator, spec=spec, workers=args.workers)
-    with contextlib.closing(StreamProgress(None)) as progress:
-        for paragraph, translations in documents.joined(chunks):
-            out.write(paragraph.join([translation.text for translation in translations]) + "\n")
-            out.flush()
-            progress.update(translations)
-
-
-def _glossary(args: argparse.Namespace, translator):
-    """The --glossary read for this run's languages and vocabularies (None without one)."""
-    from attnmt.glossary import read_glossary
-
-    if args.glossary_report and not args.glossary:
-        raise UserError("--glossary-report goes with --glossary", field="glossary")
-    if not args.glossary:
-        return None
-    data = translator.config.data
-    return read_glossary(args.glossary, data.src_lang, data.lowercase, translator.codec.encode_target)
 
 
 class _GlossaryReport:
-    """Counts what the glossary did to each translation, writes it as a JSON line per sentence
-    to `out` (--glossary-report), and says the totals on stderr at the end."""
+    """Counts what the glossary did to each sentence, writes it as a JSON line per sentence to
+    `out` (--glossary-report), and says the totals on stderr at the end."""
 
-    def __init__(self, glossary, out: TextIO | None) -> None:
-        self.glossary, self.out = glossary, out
+    def __init__(self, out: TextIO | None) -> None:
+        self.out = out
         self.sentences = self.with_terms = self.applied = self.missing = 0
 
-    def seen(self, translations):
+    def seen(self, finished) -> None:
         import json
 
-        for translation in translations if self.glossary else ():
-            applied = self.glossary.applied(translation.source, translation.missing_required_phrases)
+        for applied in (outcome for unit in finished for outcome in unit.glossary or ()):
             self.sentences += 1
             self.with_terms += bool(applied.applied or applied.missing)
             self.applied, self.missing = self.applied + len(applied.applied), self.missing + len(applied.missing)
             if self.out:
                 self.out.write(json.dumps({"line": self.sentences, **applied.record()}, ensure_ascii=False) + "\n")
-        return translations
 
     def summary(self) -> None:
-        if self.glossary:
+        if self.sentences:
             left = f"; {self.missing:,} left out (no room)" if self.missing else ""
             counts = f"{self.applied:,} terms applied in {self.with_terms:,} of {self.sentences:,} sentences"
             print(f"glossary: {counts}{left}", file=sys.stderr)
 
 
-def _write_translations(chunks, out: TextIO, progress, *, n_best: int, attention: str | None, aligned=None) -> None:
-    """Each chunk's lines (or n-best lines) as soon as it is translated, with its alignment after
-    ' ||| ' when `aligned` writes one, and heatmaps when asked."""
-    from attnmt.heatmaps import heatmap_grid, write_heatmaps
-    from attnmt.translate import Translation, nbest_lines
+class _Writer:
+    """Each finished line or paragraph as soon as it is complete: its text, or its n-best lines,
+    with its alignment after ' ||| ' when `aligned` writes one; its sentences' heatmaps when
+    `attention` names a folder."""
 
-    done = 0
-    shown: list[Translation] = []
-    for translations in chunks:
-        if n_best > 1:
-            lines = nbest_lines(translations, first_index=done, aligned=aligned)
+    def __init__(self, out: TextIO, n_best: int, attention: str | None, aligned=None) -> None:
+        self.out, self.n_best, self.attention, self.aligned = out, n_best, attention, aligned
+        self.lines = self.sentences = 0
+        self.shown: list = []
+
+    def write(self, finished) -> None:
+        from attnmt.heatmaps import write_heatmaps
+        from attnmt.translation import nbest_lines
+
+        translations = [unit.translation for unit in finished]
+        if self.n_best > 1:
+            lines = nbest_lines(translations, first_index=self.lines, aligned=self.aligned)
         else:
-            lines = [t.text if aligned is None else f"{t.text} ||| {aligned(t)}" for t in translations]
-        out.write("".join(line + "\n" for line in lines))
-        out.flush()
-        progress.update(translations)
-        if attention:
-            shown += write_heatmaps(translations, attention, done)[: GRID_SENTENCES - len(shown)]
-        done += len(translations)
-    if attention and shown:
-        heatmap_grid(shown, Path(attention) / "grid.png")
+            lines = [t.text if self.aligned is None else f"{t.text} ||| {self.aligned(t)}" for t in translations]
+        self.out.write("".join(line + "\n" for line in lines))
+        self.out.flush()
+        self.lines += len(finished)
+        sentences = [sentence for unit in finished for sentence in unit.sentences]
+        if self.attention:
+            drawn = write_heatmaps(sentences, self.attention, self.sentences)
+            self.shown += drawn[: GRID_SENTENCES - len(self.shown)]
+        self.sentences += len(sentences)
+
+    def close(self) -> None:
+        from attnmt.heatmaps import heatmap_grid
+
+        if self.attention and self.shown:
+            heatmap_grid(self.shown, Path(self.attention) / "grid.png")

@@ -5,6 +5,7 @@ and the rule that PAD and BOS are never generated.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -17,6 +18,29 @@ from attnmt.vocab import BOS, PAD
 # the best-scored candidate of a step is a finished one (OpenNMT-py's, whose beam then also keeps
 # only the unfinished among the step's top K).
 STOPPING = ("k_finished", "best_finished")
+
+
+@dataclass(frozen=True)
+class SearchOverrides:
+    """The search settings a command or a request may give, each None to keep the run's own: the
+    one value that carries them from an edge (the CLI's flags, an API request) through tuning,
+    choosing and translating to `SearchOptions.from_config`. A new setting is a field here, a
+    flag in `cli.common.add_search_arguments` and a field of the API's request."""
+
+    beam_size: int | None = None
+    n_best: int | None = None
+    length_penalty: float | None = None
+    stopping: str | None = None
+    max_length: int | None = None
+    min_length: int | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The settings given (not None), by name."""
+        return {name: value for name, value in vars(self).items() if value is not None}
+
+    def replace(self, **settings) -> SearchOverrides:
+        """These overrides with `settings` given too (None leaves one as it is)."""
+        return dataclasses.replace(self, **{name: value for name, value in settings.items() if value is not None})
 
 
 @dataclass(frozen=True)
@@ -72,9 +96,9 @@ class SearchOptions:
             )
 
     @classmethod
-    def from_config(cls, decode, **overrides) -> SearchOptions:
+    def from_config(cls, decode, overrides: SearchOverrides | None = None) -> SearchOptions:
         """A config's `decode` section (beam size, length penalty, length limit; one hypothesis
-        per sentence), with `overrides` of the same names (None keeps a setting)."""
+        per sentence), with the settings `overrides` gives."""
         settings = {
             "beam_size": decode.beam_size,
             "length_penalty": decode.length_penalty,
@@ -83,7 +107,7 @@ class SearchOptions:
             "stopping": decode.stopping,
             "min_length": decode.min_length,
         }
-        return cls(**(settings | {key: value for key, value in overrides.items() if value is not None}))
+        return cls(**(settings | (overrides or SearchOverrides()).given()))
 
     def length_limits(self, src_lengths: torch.Tensor) -> torch.Tensor:
         """src_lengths (B,) -> each sentence's output limit (B,) in tokens, EOS included."""

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from attnmt.search.options import SearchOptions
-from attnmt.translate import Source, Translation
+from attnmt.translation import Source, Translation
 
 QueueFull = queue.Full
 

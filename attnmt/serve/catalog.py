@@ -16,12 +16,13 @@ from pathlib import Path
 
 from attnmt.checkpoint import training_summary
 from attnmt.evaluation import split_examples
-from attnmt.glossary import Glossary, read_glossary
+from attnmt.jobs.glossary import Glossary, read_glossary
 from attnmt.loading import ModelSpec, load
 from attnmt.metrics import bleu, chrf, sentence_chrf
-from attnmt.search.options import SearchOptions
+from attnmt.search.options import SearchOptions, SearchOverrides
 from attnmt.tokenize import WordTokenizer
-from attnmt.translate import Explanation, Translation, Translator
+from attnmt.translate import Translator
+from attnmt.translation import Explanation, Translation
 from attnmt.utils import UserError
 
 # A user error's field -> the request field that set it (the API's face of `UserError.field`);
@@ -32,8 +33,13 @@ API_FIELDS = {
     "decode.length_penalty": "length_penalty",
     "max_length": "max_length",
     "prefix": "prefixes",
+    "prefixes": "prefixes",
     "required_phrases": "required_phrases",
     "glossary": "glossary",
+    "document": "document",
+    "markup": "markup",
+    "n_best": "n_best",
+    "attention": "return_attention",
     "source": "sentences",
     "target": "targets",
 }
@@ -85,50 +91,26 @@ class ServedRun:
         self._analysis: dict | None = None
         self._lock = threading.Lock()  # one reader of the test set, one analysis at a time
 
-    def options(self, beam_size=None, n_best=1, length_penalty=None, max_length=None) -> SearchOptions:
-        """The run's decode settings with a request's overrides (None keeps the run's)."""
-        return self.translator.search_options(
-            beam_size=beam_size, n_best=n_best, length_penalty=length_penalty, max_length=max_length
-        )
+    def options(self, overrides: SearchOverrides | None = None) -> SearchOptions:
+        """The run's decode settings with a request's `overrides`."""
+        return self.translator.search_options(overrides)
 
     def describe(self) -> dict:
-        config = self.translator.config
-        model = config.model
-        return {
-            "name": self.name,
-            "source_language": config.data.src_lang,
-            "target_language": config.data.tgt_lang,
-            "architecture": {
-                "rnn": model.rnn,
-                "attention": model.attention,
-                "decoder": model.decoder,
-                "embedding_size": model.embedding_size,
-                "encoder_hidden": model.encoder_hidden,
-                "encoder_layers": model.encoder_layers,
-                "bidirectional": model.bidirectional,
-                "decoder_hidden": model.decoder_hidden,
-                "decoder_layers": model.decoder_layers,
-                "tokenizer": config.data.tokenizer,
-                "parameters": self.translator.parameters,
-            },
-            "training": {
-                **training_summary(self.translator.checkpoint),
-                "checkpoint": self.translator.checkpoint.name,
-                "valid_metric": config.train.early_stopping_metric,  # what valid_score measures
-            },
-            "decoding": {
-                "beam_size": config.decode.beam_size,
-                "length_penalty": config.decode.length_penalty,
-                "max_length_a": config.decode.max_length_a,
-                "max_length_b": config.decode.max_length_b,
-            },
+        """The run as /v1/models lists it: its name, what the model is, and how it was trained."""
+        described = self.translator.describe()
+        valid_metric = described.pop("valid_metric")
+        training = {
+            **training_summary(self.translator.checkpoint),
+            "checkpoint": self.translator.checkpoint.name,
+            "valid_metric": valid_metric,  # what valid_score measures
         }
+        return {"name": self.name, **described, "training": training}
 
     def _test_examples(self) -> list:
         """The run's test split (read once); a corpus that cannot be read is a UserError."""
         with self._lock:
             if self._test is None:
-                self._test = split_examples(self.translator.config.data, "test")
+                self._test = split_examples(self.translator.data, "test")
             return self._test
 
     def examples(self) -> list[str]:
@@ -148,15 +130,15 @@ class ServedRun:
             return self._analysis
 
     def _analyse(self, examples: list, translate) -> dict:
-        data = self.translator.config.data
+        lowercase = self.translator.lowercase
         options = self.options()
         sources = [example.src for example in examples]
         references = [tuple(example.refs) for example in examples]
         outputs: list[str] = []
         for start in range(0, len(sources), ANALYSIS_CHUNK):
             outputs += [t.text for t in translate(sources[start : start + ANALYSIS_CHUNK], options)]
-        scores = sentence_chrf(outputs, references, lowercase=data.lowercase)
-        words = WordTokenizer(data.src_lang)
+        scores = sentence_chrf(outputs, references, lowercase=lowercase)
+        words = WordTokenizer(self.translator.source_language)
         columns = zip(sources, references, outputs, scores, strict=True)
         rows = [
             {
@@ -173,8 +155,8 @@ class ServedRun:
             "model": self.name,
             "split": "test",
             "beam_size": options.beam_size,
-            "bleu": bleu(outputs, references, lowercase=data.lowercase).score if outputs else None,
-            "chrf": chrf(outputs, references, lowercase=data.lowercase).score if outputs else None,
+            "bleu": bleu(outputs, references, lowercase=lowercase).score if outputs else None,
+            "chrf": chrf(outputs, references, lowercase=lowercase).score if outputs else None,
             "sentences": sorted(rows, key=lambda row: (row["chrf"], row["index"])),
         }
 
@@ -228,9 +210,9 @@ class Catalog:
         catalog = cls([ServedRun(name, load(spec)) for name, spec in names.items()])
         if glossary:
             for run in catalog.runs.values():
-                data = run.translator.config.data
+                translator = run.translator
                 run.glossary = read_glossary(
-                    glossary, data.src_lang, data.lowercase, run.translator.codec.encode_target
+                    glossary, translator.source_language, translator.lowercase, translator.encode_target
                 )
         return catalog
 

@@ -13,18 +13,18 @@ import asyncio
 import dataclasses
 import functools
 import logging
+from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from attnmt.documents import Documents
-from attnmt.glossary import Glossary, glossary_of, required_phrases
-from attnmt.markup import Marked, MarkupError, read_markup, tagged
+from attnmt.jobs.job import TranslationJob
+from attnmt.search.options import SearchOverrides
 from attnmt.serve.batcher import QueueFull
-from attnmt.serve.catalog import sentence_json
+from attnmt.serve.catalog import API_FIELDS, sentence_json
 from attnmt.serve.schemas import (
     AnalysisResponse,
     ErrorBody,
@@ -42,13 +42,14 @@ from attnmt.serve.schemas import (
     check_limits,
 )
 from attnmt.serve.state import Server
-from attnmt.translate import MAX_SOURCE_TOKENS, Source, scored_record
+from attnmt.translation import Source, scored_record
 from attnmt.utils import UserError
 
 STATIC = resources.files("attnmt.serve") / "static"
 ERRORS: dict[int | str, dict[str, Any]] = {status: {"model": ErrorBody} for status in (404, 413, 422, 503)}
 
 router = APIRouter()
+Result = TypeVar("Result")
 LOG = logging.getLogger("attnmt.serve")
 
 
@@ -78,15 +79,14 @@ async def models(state: Server) -> ModelsResponse:
 async def translate(request: TranslateRequest, state: Server) -> TranslateResponse:
     check_limits(request, state.limits)
     run = state.addressed(request)
-    options = state.search_options(run, request, request.n_best)
-    glossary = _glossary(request, run)
-    documents, texts, marked = None, request.sentences, None
-    if request.document:
-        documents, texts = _documents(request, run, state.limits.max_document_sentences)
-    if request.markup is not None:
-        marked = _marked(request)
-        texts = [sentence.text for sentence in marked]
-    sources = _sources(texts, request, glossary)
+    job = _job(request, state.search_overrides(request, request.n_best))
+    job.check(spell=lambda feature: API_FIELDS.get(feature, feature))
+    options = run.options(job.search)
+    bound = job.bind(run.translator, default_glossary=run.glossary, bad_line=_bad_sentence, say=LOG.warning)
+    sources = list(bound.sources(_lines(request)))
+    if job.document and len(sources) > (most := state.limits.max_document_sentences):
+        problem = f"the paragraphs hold {len(sources)} sentences; at most {most} (max_document_sentences)"
+        raise RequestRefused(problem, field="sentences", limit=most)
     if request.prefixes is not None:  # checked alone: a bad one must not fail the batch it would join
         run.translator.check_prefixes(request.sentences, request.prefixes, options, first_number=0)
     if request.required_phrases is not None:
@@ -99,90 +99,63 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
             "too many requests queued; try again shortly", field="server", limit=limit, status=503
         ) from None
     translations = await state.within_timeout(asyncio.wrap_future(future))
-    answers = [sentence_json(t, request.return_attention) for t in translations]
-    for answer, translation in zip(answers, translations, strict=True):
-        if request.required_phrases is not None:
-            answer["missing_required_phrases"] = translation.missing_required_phrases
-        if glossary is not None:
-            answer["glossary"] = glossary.applied(translation.source, translation.missing_required_phrases).record()
-    if marked is not None:
-        codec, lowercase = run.translator.codec, run.translator.config.data.lowercase
-        surfaces = codec.src_tokenizer.surface, codec.tgt_tokenizer.surface
-        for answer, translation, sentence in zip(answers, translations, marked, strict=True):
-            answer["markup"] = tagged(sentence, translation, *surfaces, lowercase)
+    [finished] = bound.finish([translations])
+    answers = []
+    for unit in finished:
+        for index, sentence in enumerate(unit.sentences):
+            answer = sentence_json(sentence, request.return_attention)
+            if request.required_phrases is not None:
+                answer["missing_required_phrases"] = sentence.missing_required_phrases
+            if unit.glossary is not None:
+                answer["glossary"] = unit.glossary[index].record()
+            if job.markup is not None and not job.document:  # a document's tags are its paragraph's
+                answer["markup"] = unit.translation.text
+            answers.append(answer)
     response = TranslateResponse.model_validate(
         {"model": run.name, "beam_size": options.beam_size, "translations": answers}
     )
-    if documents is not None:
-        joined = documents.joined([translations])
+    if job.document:
         response.paragraphs = [
-            ParagraphTranslation(text=paragraph.join([t.text for t in done]), sentences=len(done))
-            for paragraph, done in joined
+            ParagraphTranslation(text=unit.translation.text, sentences=len(unit.sentences)) for unit in finished
         ]
     return response
 
 
-def _marked(request: TranslateRequest) -> list[Marked]:
-    """Each sentence's text and tags; markup that is not well-formed is a 422 naming the sentence."""
-    if request.prefixes is not None:
-        raise RequestRefused("prefixes cannot be combined with markup", field="prefixes")
-    marked = []
-    for index, sentence in enumerate(request.sentences):
-        try:
-            marked.append(read_markup(sentence))
-        except MarkupError as error:
-            raise RequestRefused(error.problem, field=f"sentences[{index}]") from None
-    return marked
+def _job(request: TranslateRequest, search: SearchOverrides) -> TranslationJob:
+    """The translation job a request asks for, in the job's plain values."""
+    return TranslationJob(
+        document=request.document,
+        markup=request.markup,
+        prefixes=request.prefixes is not None,
+        required_phrases=request.required_phrases is not None,
+        glossary=request.glossary,
+        search=search,
+        attention=request.return_attention,
+    )
 
 
-def _documents(request: TranslateRequest, run, most: int) -> tuple[Documents, list[str]]:
-    """The request's paragraphs cut into sentences (`attnmt.documents`), at most `most` of them;
-    a sentence over the model's limit is cut into parts, which the server's log tells."""
-
-    def count_tokens(text: str) -> int:
-        return len(run.translator.codec.source_tokens(text))
-
-    documents = Documents(run.translator.config.data.src_lang, count_tokens, MAX_SOURCE_TOKENS, LOG.warning)
-    sentences = list(documents.sentences(request.sentences))
-    if len(sentences) > most:
-        raise RequestRefused(
-            f"the paragraphs hold {len(sentences)} sentences; at most {most} (max_document_sentences)",
-            field="sentences",
-            limit=most,
-        )
-    return documents, sentences
-
-
-def _glossary(request: TranslateRequest, run) -> Glossary | None:
-    """The request's glossary for the addressed run's languages and vocabularies, checked; the
-    server's (`attnmt serve --glossary`) when it sends none (an empty list: none at all)."""
-    if request.glossary is None:
-        return run.glossary
-    data = run.translator.config.data
-    entries = []
-    for index, term in enumerate(request.glossary):
-        if len(term) != 2:
-            raise UserError(f"glossary[{index}]: expected [source, target], got {len(term)} strings", field="glossary")
-        entries.append((f"glossary[{index}]", term[0], term[1]))
-    return glossary_of(entries, data.src_lang, data.lowercase, run.translator.codec.encode_target)
-
-
-def _sources(texts: list[str], request: TranslateRequest, glossary: Glossary | None) -> list:
-    """The sentences to translate (the request's, or its document's), each with its prefix and
-    required phrases when it has them, and the targets of the glossary's terms found in it."""
-    prefixes = request.prefixes or [""] * len(texts)
-    given = request.required_phrases or [[] for _ in texts]
+def _lines(request: TranslateRequest) -> list[str | Source]:
+    """The request's sentences, each with its prefix and required phrases when it has them."""
+    if request.prefixes is None and request.required_phrases is None:
+        return list(request.sentences)
+    prefixes = request.prefixes or [""] * len(request.sentences)
+    required = request.required_phrases or [[] for _ in request.sentences]
     return [
-        Source(text, prefix=prefix, required_phrases=required_phrases(text, phrases, glossary))
-        for text, prefix, phrases in zip(texts, prefixes, given, strict=True)
+        Source(text, prefix, tuple(phrases))
+        for text, prefix, phrases in zip(request.sentences, prefixes, required, strict=True)
     ]
+
+
+def _bad_sentence(number: int, problem: str) -> RequestRefused:
+    """Markup that is not well-formed: a 422 naming the sentence (numbered from 1 by the job)."""
+    return RequestRefused(problem, field=f"sentences[{number - 1}]")
 
 
 @router.post("/v1/score", responses=ERRORS, response_model_exclude_unset=True)
 async def score(request: ScoreRequest, state: Server) -> ScoreResponse:
     check_limits(request, state.limits)
     run = state.addressed(request)
-    options = run.options(length_penalty=request.length_penalty)
+    options = run.options(SearchOverrides(length_penalty=request.length_penalty))
     scoring = functools.partial(run.translator.score, first_number=0)
     work = asyncio.to_thread(state.in_turn, scoring, request.sentences, request.targets, options)
     scored = await state.within_timeout(work)
@@ -197,7 +170,7 @@ ONE_SENTENCE = {"/v1/explain"}  # routes whose request has one sentence: `senten
 async def explain(request: ExplainRequest, state: Server) -> ExplainResponse:
     check_limits(request, state.limits)
     run = state.addressed(request)
-    options = state.search_options(run, request, n_best=1)
+    options = run.options(state.search_overrides(request))
     options = dataclasses.replace(options, n_best=options.beam_size)  # the whole final beam
 
     explain = functools.partial(
@@ -211,20 +184,21 @@ async def explain(request: ExplainRequest, state: Server) -> ExplainResponse:
 @router.get("/v1/models/{name}/examples", responses=ERRORS)
 async def examples(name: str, state: Server) -> ExamplesResponse:
     run = state.served(name)
-    try:
-        sentences = await asyncio.to_thread(run.examples)
-    except UserError as error:
-        raise RequestRefused(f"{name}: its test set cannot be read ({error})", field="model", status=404) from None
+    sentences = await _reading_the_test_set(name, run.examples)
     return ExamplesResponse(model=run.name, split="test", sentences=sentences)
 
 
 @router.get("/v1/models/{name}/analysis", responses=ERRORS)
 async def analysis(name: str, state: Server) -> AnalysisResponse:
     run = state.served(name)
-
     translate_in_turn = functools.partial(state.in_turn, state.translate, run.name)
+    body = await _reading_the_test_set(name, run.analysis, translate_in_turn, state.limits.analysis_sentences)
+    return AnalysisResponse.model_validate(body)
+
+
+async def _reading_the_test_set(name: str, work: Callable[..., Result], *args) -> Result:
+    """`work(*args)` on a worker thread, a run's test set that cannot be read a 404 naming the run."""
     try:
-        body = await asyncio.to_thread(run.analysis, translate_in_turn, state.limits.analysis_sentences)
+        return await asyncio.to_thread(work, *args)
     except UserError as error:
         raise RequestRefused(f"{name}: its test set cannot be read ({error})", field="model", status=404) from None
-    return AnalysisResponse.model_validate(body)

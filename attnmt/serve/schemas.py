@@ -102,7 +102,8 @@ class TranslateRequest(_Request):
     markup: Literal["html"] | None = Field(
         None,
         description="the sentences hold inline tags: taken out before translation, put back in each sentence's "
-        "`markup` around the target words aligned to those they enclosed (not with prefixes or a document)",
+        "`markup` around the target words aligned to those they enclosed (not with prefixes); with `document`, "
+        "each paragraph's tags are put back in its `paragraphs` text",
     )
     document: bool = Field(
         False,
@@ -139,9 +140,9 @@ def check_limits(request: TranslateRequest | ExplainRequest | ScoreRequest, limi
                 limit=limits.max_sentences,
             )
         named = [(f"sentences[{i}]", sentence) for i, sentence in enumerate(request.sentences)]
-        if isinstance(request, TranslateRequest) and request.document:
+        if isinstance(request, TranslateRequest) and request.document:  # paragraphs: their own limit
             _check_texts(named, limits.max_document_chars, "max_document_chars")
-            named = _document_steering(request)
+            named = []
         named += _targets(request) if isinstance(request, ScoreRequest) else _steering(request)
     _check_texts(named, limits.max_chars, "max_chars")
     if isinstance(request, ScoreRequest):
@@ -177,17 +178,6 @@ def _steering(request: TranslateRequest) -> list[tuple[str, str]]:
         for i, phrases in enumerate(request.required_phrases):
             named += [(f"required_phrases[{i}]", phrase) for phrase in phrases]
     return named
-
-
-def _document_steering(request: TranslateRequest) -> list:
-    """A document's paragraphs are cut into sentences the client does not see: nothing can be
-    given per sentence."""
-    if request.markup is not None:
-        raise RequestRefused("markup goes with sentences, not with a document", field="markup")
-    for field in ("prefixes", "required_phrases"):
-        if getattr(request, field) is not None:
-            raise RequestRefused(f"{field} are given per sentence; a document is cut into sentences", field=field)
-    return []
 
 
 def _check_texts(named: list[tuple[str, str]], most: int, limit: str) -> None:

@@ -17,11 +17,11 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, Request
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from attnmt.search.options import SearchOptions
+from attnmt.search.options import SearchOptions, SearchOverrides
 from attnmt.serve.batcher import Batcher
 from attnmt.serve.catalog import Catalog, ServedRun
 from attnmt.serve.schemas import ExplainRequest, Limits, RequestRefused, ScoreRequest, TranslateRequest
-from attnmt.translate import Source, Translation
+from attnmt.translation import Source, Translation
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -106,21 +106,27 @@ class ServerState:
         """The run a request names (`served`), refusing with a 422 naming the field any language
         the request gives that the run does not translate from or into."""
         run = self.served(request.model)
-        data = run.translator.config.data
-        pair = f"{run.name!r} translates {data.src_lang} -> {data.tgt_lang}"
+        source, target = run.translator.source_language, run.translator.target_language
+        pair = f"{run.name!r} translates {source} -> {target}"
         for name, asked, actual in (
-            ("source_language", request.source_language, data.src_lang),
-            ("target_language", request.target_language, data.tgt_lang),
+            ("source_language", request.source_language, source),
+            ("target_language", request.target_language, target),
         ):
             if asked is not None and asked != actual:
                 raise RequestRefused(f"{pair}, not {asked!r}", field=name)
         return run
 
     @staticmethod
-    def search_options(run: ServedRun, request: TranslateRequest | ExplainRequest, n_best: int = 1) -> SearchOptions:
-        """The run's decode settings with the request's; impossible ones are a `UserError` (a 422
-        naming the request field)."""
-        return run.options(request.beam_size, n_best, request.length_penalty, request.max_length)
+    def search_overrides(request: TranslateRequest | ExplainRequest, n_best: int = 1) -> SearchOverrides:
+        """The search settings a request gives, as one value: the one place a request's search
+        fields are read (impossible ones are a `UserError`, a 422 naming the request field, when
+        the run's options are made of them)."""
+        return SearchOverrides(
+            beam_size=request.beam_size,
+            n_best=n_best,
+            length_penalty=request.length_penalty,
+            max_length=request.max_length,
+        )
 
     async def within_timeout(self, work: Awaitable[Result]) -> Result:
         """The awaitable's result, or a 503 when it takes longer than the request timeout."""

@@ -13,6 +13,7 @@ in the run's vocabulary as they are, not tokenized again.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from _probe import record_training, set_threads, write_attention_focus, write_tr
 from attnmt.config import DecodeConfig, load_config
 from attnmt.loading import ModelSpec, load
 from attnmt.search.decode import decode_all
-from attnmt.search.options import SearchOptions
+from attnmt.search.options import SearchOptions, SearchOverrides
 from attnmt.train import Trainer, fit
 
 
@@ -48,13 +49,9 @@ def search_options(decode: DecodeConfig, args: argparse.Namespace) -> SearchOpti
     """The run's decode settings with the command line's beam, stopping rule and length penalty
     (the run's own where not given), and max_length_a 0: the same fixed length limit as the peers,
     whose `max_length` counts the tokens before </s> (attnmt's counts </s> too, hence the + 1)."""
-    return SearchOptions.from_config(
-        decode,
-        beam_size=args.beam,
-        max_length_a=0.0,
-        max_length_b=args.max_length + 1,
-        stopping=args.stopping,
-        length_penalty=args.alpha,
+    given = SearchOverrides(beam_size=args.beam, stopping=args.stopping, length_penalty=args.alpha)
+    return dataclasses.replace(
+        SearchOptions.from_config(decode, given), max_length_a=0.0, max_length_b=args.max_length + 1
     )
 
 
