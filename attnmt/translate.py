@@ -211,7 +211,8 @@ class Translator:
         )
         results = []
         for index, (sentence, tokens, candidates) in enumerate(zip(sentences, source_tokens, hypotheses, strict=True)):
-            # decode_all gives an empty source one empty hypothesis, so `outputs` is never empty.
+            # decode_all gives an empty source one empty hypothesis: `candidates` is never empty, so
+            # `_steered` always has a best translation to return.
             prefix = None if parsed is None else parsed[index]
             phrases = (
                 ([], [])

@@ -88,3 +88,20 @@ def test_each_refusal_says_why_in_the_words_of_its_face(pair, why):
         job.check(spell=lambda name: f"<{name}>")
     assert refused.value.field == pair[0]
     assert refused.value.problem == f"<{pair[0]}> cannot be combined with <{pair[1]}>: {why}"
+
+
+def test_no_face_reads_the_translators_codec_or_config():
+    """The CLI and the server read a model through the translator's named properties and methods
+    (`source_language`, `encode_target`, ...), so a second model family need only offer those."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "attnmt"
+    found = []
+    for path in sorted([*(root / "cli").glob("*.py"), *(root / "serve").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("codec", "config"):
+                owner = ast.unparse(node.value)
+                if owner.endswith(("translator", "teacher")):
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno} {owner}.{node.attr}")
+    assert not found, found
