@@ -183,7 +183,7 @@ def peer_rows(name: str, seeds: tuple[int, ...] = (1, 2), beams: tuple[int, ...]
     from benchmarks.peers.__main__ import build_system
     from benchmarks.peers.data import prepare_data
     from benchmarks.peers.harness import Harness
-    from benchmarks.peers.modes import QualityOptions, quality
+    from benchmarks.peers.quality import QualityOptions, quality
     from benchmarks.peers.system import Setup
 
     work = (cache_root() / "peers").resolve()

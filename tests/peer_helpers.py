@@ -10,7 +10,8 @@ import pytest
 from attnmt.utils import cache_root
 from benchmarks.peers.harness import Harness
 from benchmarks.peers.joeynmt import JoeyNMT
-from benchmarks.peers.opennmt import OpenNMT, OpenNMTAdamRecipe, OpenNMTRecipe
+from benchmarks.peers.opennmt import OpenNMT
+from benchmarks.peers.opennmt_recipes import OpenNMTAdamRecipe, OpenNMTRecipe
 from benchmarks.peers.system import PeerSystem, Setup
 
 PEER_CLASSES = {

@@ -31,16 +31,9 @@ from benchmarks.peers.attnmt_peer import RECIPE_CONFIG, RECIPE_UPDATES, Attnmt
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness, read_events, run_command, training_speed
 from benchmarks.peers.joeynmt import JoeyNMT
-from benchmarks.peers.modes import (
-    QualityOptions,
-    SpeedOptions,
-    StoppingOptions,
-    quality,
-    schedule_pace,
-    speed,
-    stopping,
-)
-from benchmarks.peers.opennmt import RECIPE, OpenNMT, OpenNMTAdamRecipe, adam_recipe
+from benchmarks.peers.opennmt import OpenNMT
+from benchmarks.peers.opennmt_recipes import RECIPE, OpenNMTAdamRecipe, adam_recipe
+from benchmarks.peers.quality import QualityOptions, quality, schedule_pace
 from benchmarks.peers.report import (
     bootstrap_rows,
     equal_updates_rows,
@@ -49,6 +42,8 @@ from benchmarks.peers.report import (
     save_figure,
     stopping_rows,
 )
+from benchmarks.peers.speed import SpeedOptions, speed
+from benchmarks.peers.stopping import StoppingOptions, stopping
 from benchmarks.peers.system import PROBES, Command, PeerError, PeerSystem, Setup, run_pip
 from tests.data_helpers import SHARED_DATA, needs_multi30k
 from tests.peer_helpers import TINY, installed_peer, write_tiny_task
@@ -256,10 +251,10 @@ def test_a_system_that_cannot_install_is_one_line_and_the_others_are_still_measu
 def quick_pace(monkeypatch):
     """The race's pace probe on a tiny model: the tests check that it is recorded, not how fast."""
     from attnmt.pace import ProbeModel, pace_probe
-    from benchmarks.peers import modes
+    from benchmarks.peers import quality as quality_mode
 
     tiny = ProbeModel(embedding_size=8, encoder_hidden=8, decoder_hidden=16, vocabulary=20, sentences=2)
-    monkeypatch.setattr(modes, "pace_probe", lambda: pace_probe(updates=1, warmup=0, reference=tiny))
+    monkeypatch.setattr(quality_mode, "pace_probe", lambda: pace_probe(updates=1, warmup=0, reference=tiny))
 
 
 def test_quality_mode_races_every_seed_and_keeps_finished_runs(setup, tmp_path, quick_pace):
@@ -764,8 +759,8 @@ def test_a_race_fits_a_schedule_to_its_minutes_once_and_keeps_the_fit_when_resum
     """The race measures a scheduled system's pace once, lays its schedule out over the updates
     its minutes hold at that pace, records the measurement, and trains every seed with it; a
     race resumed from its results file takes the recorded fit instead of measuring again."""
-    monkeypatch.setattr("benchmarks.peers.modes.SCHEDULE_PROBE_UPDATES", 30)
-    monkeypatch.setattr("benchmarks.peers.modes.SCHEDULE_PROBE_WARMUP", 2)
+    monkeypatch.setattr("benchmarks.peers.quality.SCHEDULE_PROBE_UPDATES", 30)
+    monkeypatch.setattr("benchmarks.peers.quality.SCHEDULE_PROBE_WARMUP", 2)
     system = Scheduled()
     harness = Harness(setup, [system, StandIn("plain")], tmp_path / "w", say=lambda _: None)
     harness.install()

@@ -39,7 +39,7 @@ from attnmt.utils import UserError, cache_root
 from benchmarks.measure import describe_machine, positive_int, write_results
 from benchmarks.peers.data import prepare_data
 from benchmarks.peers.harness import Harness
-from benchmarks.peers.modes import QualityOptions, SpeedOptions, StoppingOptions, quality, speed, stopping
+from benchmarks.peers.quality import QualityOptions, quality
 from benchmarks.peers.report import (
     print_quality,
     print_speed,
@@ -51,6 +51,8 @@ from benchmarks.peers.report import (
     stopping_rows,
 )
 from benchmarks.peers.same_weights import SameWeightsOptions, same_weights
+from benchmarks.peers.speed import SpeedOptions, speed
+from benchmarks.peers.stopping import StoppingOptions, stopping
 from benchmarks.peers.system import PeerError, PeerSystem, Setup
 from benchmarks.report import markdown_table
 
@@ -63,8 +65,8 @@ SYSTEMS = {
     "opennmt-py": ("benchmarks.peers.opennmt", "OpenNMT"),
     "joeynmt": ("benchmarks.peers.joeynmt", "JoeyNMT"),
     "attnmt-recipe": ("benchmarks.peers.attnmt_peer", "Attnmt"),
-    "opennmt-py-recipe": ("benchmarks.peers.opennmt", "OpenNMTRecipe"),
-    "opennmt-py-adam-recipe": ("benchmarks.peers.opennmt", "OpenNMTAdamRecipe"),
+    "opennmt-py-recipe": ("benchmarks.peers.opennmt_recipes", "OpenNMTRecipe"),
+    "opennmt-py-adam-recipe": ("benchmarks.peers.opennmt_recipes", "OpenNMTAdamRecipe"),
 }
 RECIPES = [name for name in SYSTEMS if name.endswith("-recipe")]
 # Kept only to reproduce earlier races: what the `attnmt` system was when they ran.

@@ -3,7 +3,9 @@
 Every command runs as a child process; its peak resident memory comes from `os.wait4`, its
 per-step times and target tokens from the probe's events, its decoding time from the probe's
 result (model loading excluded). Work lives under one folder (`work`): the shared data, one
-virtual environment per peer, and one folder per (mode, system, repeat).
+virtual environment per peer, and one folder per (mode, system, repeat). The steps the
+measurements share live here too: training and translating a system, and tuning its length
+penalty on valid (`tune_length_penalty`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +25,8 @@ from sacrebleu.metrics import BLEU, CHRF
 from benchmarks.peers.system import Command, PeerError, PeerSystem, Setup
 
 LOG_TAIL = 5  # lines of a failed command's log quoted in its error
+NEVER = 10**9  # a save interval no run reaches: a run that saves only at its end
+ALPHAS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0)  # the length penalties a beam search is tuned over on valid
 
 
 @dataclass
@@ -212,3 +217,23 @@ class Harness:
         if attention is not None:
             measured["attention_focus"] = json.loads(attention.read_text(encoding="utf-8"))
         return measured
+
+
+def tune_length_penalty(
+    harness: Harness,
+    system: PeerSystem,
+    folder: Path,
+    checkpoint: Path,
+    alphas: tuple[float, ...],
+    row: Callable[[dict, dict], dict],
+) -> tuple[list[dict], float]:
+    """Beam search on valid with the system's length penalty at each of `alphas`: `row(search,
+    scored)` of each decode, and the alpha of the best tokenized BLEU (the first of equals)."""
+    beam, rows, scores = harness.setup.beam_size, [], []
+    for alpha in alphas:
+        harness.say(f"{system.name}: valid, beam {beam}, length penalty {alpha:g}")
+        search = system.tuning_search(alpha)
+        scored = harness.translate(system, folder, checkpoint, "valid", beam, search=search)
+        rows.append(row(search, scored))
+        scores.append(scored["bleu_tok_lc"])
+    return rows, alphas[scores.index(max(scores))]

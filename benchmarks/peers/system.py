@@ -95,11 +95,11 @@ class PeerSystem(ABC):
     # Whether its probe can report where the attention goes (`translate_command`'s attention_focus).
     measures_attention: bool = False
     # Whether it trains its own recipe (its own sizes, optimizer, schedule and batches) instead of
-    # the Setup's: such systems race each other, never the Setup's systems (`modes.quality`).
+    # the Setup's: such systems race each other, never the Setup's systems (`quality.quality`).
     own_recipe: bool = False
     # The updates its learning-rate schedule decays over, where it decays to a floor at a set
     # update (None: a schedule that does not depend on the run's length). A quality race fits it
-    # to its minutes on the machine it runs on (`modes.schedule_for`) and records what it fitted;
+    # to its minutes on the machine it runs on (`quality.schedule_for`) and records what it fitted;
     # the architecture notes name it, so that a run of another fit is not reused.
     schedule_updates: int | None = None
 
@@ -108,17 +108,17 @@ class PeerSystem(ABC):
         self.schedule_updates = updates
 
     def tuning_search(self, alpha: float) -> dict | None:
-        """The beam search whose length penalty `modes.stopping` chooses on valid, at `alpha`, as
+        """The beam search whose length penalty `stopping.stopping` chooses on valid, at `alpha`, as
         `translate_command`'s search options; None where the adapter takes no search options."""
         return None
 
     def stopping_searches(self, alpha: float) -> dict[str, dict]:
-        """The beam searches `modes.stopping` compares, by name, as `translate_command`'s search
+        """The beam searches `stopping.stopping` compares, by name, as `translate_command`'s search
         options (each system's own stopping rules and penalties); `alpha`: the one chosen on valid."""
         return {}
 
     def decode_batchings(self, setup: Setup) -> dict[str, dict]:
-        """The ways to batch a decode that `modes.same_weights` tries before it times one, by
+        """The ways to batch a decode that `same_weights` tries before it times one, by
         name, as `translate_command`'s options; the Setup's batch of sentences (no options) first."""
         return {f"{setup.decode_batch_sentences} sentences": {}}
 
