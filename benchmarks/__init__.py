@@ -40,6 +40,7 @@ one line each (`tests/test_tools.py` holds it to the files present):
 - `adaptation`: a Tatoeba model continued on Multi30k (plain, with the old data mixed in, with
   its word vocabulary extended) against a model trained there from nothing, on both domains' test
   sets at 5, 10, 20 and 40 minutes of training (quality, not timing; its probe times updates).
+- `adaptation_report`: the adaptation study's summary, table and plot, read from its raw result alone.
 - `scale`: preparing corpora of up to millions of pairs and training on them: time, disk and
   memory, against the in-memory path.
 - `optimizer`: fused against default Adam.

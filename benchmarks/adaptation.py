@@ -31,7 +31,8 @@ checkpoint is the one nearest its updates, CHECK / 2 updates at most away.
 
 `train` before `probe` is fine: a run trains to its rate's updates when the probe exists and to
 DEFAULT_STEPS otherwise, and a later `train` with the rates resumes it to its full length (the
-rate is constant, so a run made longer is the run it would have been).
+rate is constant, so a run made longer is the run it would have been). What `score` and `plot`
+report, the summary, table and plot, is read from the raw result alone (`adaptation_report`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import json
 import math
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -55,7 +55,8 @@ from attnmt.continued import RECORD, find_start
 from attnmt.evaluation import evaluate, split_examples
 from attnmt.loading import ModelSpec, load
 from attnmt.utils import UserError
-from benchmarks.measure import describe_machine, spread, write_results
+from benchmarks.adaptation_report import adaptation_rows, plot, summary
+from benchmarks.measure import describe_machine, write_results
 from benchmarks.report import markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +70,6 @@ MIX = 0.2
 CONTINUED_LR = 0.001  # half the starting models' peak rate of 0.002
 PROBE_MINUTES = 2.0
 TEST_SETS = {"multi30k-test2016": NEW_DOMAIN, "tatoeba-test": OLD_DOMAIN}
-TITLES = {"multi30k-test2016": "Multi30k test2016 (the new domain)", "tatoeba-test": "Tatoeba test (the old domain)"}
 
 
 @dataclass(frozen=True)
@@ -240,14 +240,6 @@ def _scores(checkpoint: Path, data_dir: str | None, cache: dict) -> dict:
     return scores
 
 
-def start_of(results: dict, run: dict) -> dict | None:
-    """The starting model `run` continued from, by the hash of its weights (None from nothing)."""
-    if run["started_from"] is None:
-        return None
-    digest = run["started_from"]["weights_sha256"]
-    return next(start for start in results["starts"] if start["weights_sha256"] == digest)
-
-
 def score(work: Path, rates: dict[str, float], previous: dict | None, data_dir: str | None, say) -> dict:
     """Every finished arm run under `work` at each mark, and each starting model (minute 0),
     added to `previous`: a run already there is kept as it was scored, and a starting model is
@@ -300,124 +292,6 @@ def score(work: Path, rates: dict[str, float], previous: dict | None, data_dir: 
         "starts": list(starts.values()),
         "runs": [runs[key] for key in sorted(runs)],
     }
-
-
-def summary(results: dict) -> dict:
-    """Per arm and mark, the median and range over seeds of tokenized BLEU on each test set, and
-    whether the targets hold: every continued seed above the better scratch seed on Multi30k at
-    each mark up to 20 minutes, and the mixed arm at most 2 Tatoeba BLEU below its start."""
-    table: dict[str, dict[str, dict]] = {}
-    for run in results["runs"]:
-        for mark in run["marks"]:
-            cell = table.setdefault(run["arm"], {}).setdefault(str(mark["minutes"]), {})
-            for test_set, scores in mark["scores"].items():
-                cell.setdefault(test_set, []).append(scores["tokenized_bleu"])
-    arms = {
-        arm: {minutes: {name: spread(values) for name, values in cell.items()} for minutes, cell in marks.items()}
-        for arm, marks in table.items()
-    }
-    targets = {}
-    scratch = arms.get("scratch", {})
-    for arm in ("continued", "mixed", "extended"):
-        if arm not in arms or not scratch:
-            continue
-        margins = [
-            arms[arm][str(m)]["multi30k-test2016"]["min"] - scratch[str(m)]["multi30k-test2016"]["max"]
-            for m in MINUTES
-            if m <= 20 and str(m) in arms[arm] and str(m) in scratch
-        ]
-        targets[arm] = {"margin_over_best_scratch_up_to_20_min": min(margins), "holds": min(margins) > 0}
-    drops = [
-        start_of(results, run)["scores"]["tatoeba-test"]["tokenized_bleu"]
-        - min(mark["scores"]["tatoeba-test"]["tokenized_bleu"] for mark in run["marks"])
-        for run in results["runs"]
-        if run["arm"] == "mixed"
-    ]
-    if drops:
-        targets["mixed_old_domain"] = {"largest_drop": max(drops), "holds": max(drops) <= 2.0}
-    return {"arms": arms, "targets": targets}
-
-
-def adaptation_rows(results: dict) -> tuple[list[str], list[list[str]]]:
-    """One line per arm and mark (and one per starting model at minute 0): the seeds, tokenized
-    BLEU on each test set as median (range)."""
-
-    def cell(values: list[float]) -> str:
-        if len(values) == 1:
-            return f"{values[0]:.2f}"
-        return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
-
-    header = ["arm", "minutes", "updates", "seeds", "Multi30k test2016", "Tatoeba test"]
-    lines = []
-    for start in results["starts"]:
-        name, scores = start["name"], start["scores"]
-        lines.append(
-            [
-                f"{name} (Tatoeba, weights {start['weights_sha256'][:8]})",
-                "0",
-                f"{start['step']:,}",
-                "-",
-                cell([scores["multi30k-test2016"]["tokenized_bleu"]]),
-                cell([scores["tatoeba-test"]["tokenized_bleu"]]),
-            ]
-        )
-    for arm in ARMS:
-        runs = [r for r in results["runs"] if r["arm"] == arm]
-        for index, minutes in enumerate(MINUTES):
-            marks = [r["marks"][index] for r in runs]
-            if not marks:
-                continue
-            lines.append(
-                [
-                    arm,
-                    str(minutes),
-                    f"{marks[0]['step']:,}",
-                    ",".join(str(r["seed"]) for r in runs),
-                    cell([m["scores"]["multi30k-test2016"]["tokenized_bleu"] for m in marks]),
-                    cell([m["scores"]["tatoeba-test"]["tokenized_bleu"] for m in marks]),
-                ]
-            )
-    return header, lines
-
-
-def plot(results: dict, png: Path) -> Path:
-    """BLEU against training minutes on each test set: a line per arm through its seeds' median,
-    each seed a dot; a continued arm's line starts at its starting model (minute 0)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    from attnmt.utils import atomic_path
-
-    figure = Figure(figsize=(10, 4))
-    axes = figure.subplots(1, 2, sharex=True)
-    for ax, test_set in zip(axes, TEST_SETS, strict=True):
-        for colour, arm in zip(("C0", "C1", "C2", "C3"), ARMS, strict=True):
-            runs = [r for r in results["runs"] if r["arm"] == arm]
-            if not runs:
-                continue
-            xs, ys = [], []
-            starts = [start_of(results, run) for run in runs]
-            if None not in starts:
-                xs.append(0)
-                ys.append(statistics.median(s["scores"][test_set]["tokenized_bleu"] for s in starts))
-            for index, minutes in enumerate(MINUTES):
-                values = [r["marks"][index]["scores"][test_set]["tokenized_bleu"] for r in runs]
-                ax.scatter([minutes] * len(values), values, color=colour, s=12)
-                xs.append(minutes)
-                ys.append(statistics.median(values))
-            ax.plot(xs, ys, color=colour, label=f"{arm} ({len(runs)} seed{'s' if len(runs) > 1 else ''})")
-        ax.set_title(TITLES[test_set])
-        ax.set_xlabel("minutes of training (at each arm's rate alone on the machine)")
-        ax.set_xticks([0, *MINUTES])
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("BLEU (tokenized, lowercased)")
-    axes[0].legend()
-    figure.tight_layout()
-    with atomic_path(png) as temporary:
-        figure.savefig(temporary, format="png", dpi=120)
-    return png
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ import pytest
 from attnmt.config import load_config
 from attnmt.continued import Start, check_compatible
 from attnmt.utils import UserError
-from benchmarks import adaptation
+from benchmarks import adaptation, adaptation_report
 
 
 def _arm_config(arm: str, tmp_path: Path):
@@ -79,38 +79,44 @@ def _results(scores: dict[str, list[tuple[float, float]]], start: tuple[float, f
         for seed, (new, old) in enumerate(pairs, start=1)
     ]
     other = {"name": "start-sp", "step": 2500, "weights_sha256": "cd" * 32, "scores": scored(0.0, 0.0)}
-    return {"starts": [other, {"name": "start-sp", "step": 2500, **started, "scores": scored(*start)}], "runs": runs}
+    starts = [other, {"name": "start-sp", "step": 2500, **started, "scores": scored(*start)}]
+    settings = {
+        "minutes": list(adaptation.MINUTES),
+        "arms": {name: {} for name in adaptation.ARMS},
+    }  # as `score` writes
+    return {"settings": settings, "starts": starts, "runs": runs}
 
 
 def test_the_targets_hold_only_when_every_continued_seed_beats_the_better_scratch_seed():
     results = _results({"scratch": [(30.0, 5.0), (31.0, 5.0)], "continued": [(31.5, 20.0), (33.0, 21.0)]}, (10, 40))
-    assert adaptation.summary(results)["targets"]["continued"] == {
+    assert adaptation_report.summary(results)["targets"]["continued"] == {
         "margin_over_best_scratch_up_to_20_min": pytest.approx(0.5),
         "holds": True,
     }
     results = _results({"scratch": [(30.0, 5.0), (31.0, 5.0)], "continued": [(30.5, 20.0), (33.0, 21.0)]}, (10, 40))
-    assert adaptation.summary(results)["targets"]["continued"]["holds"] is False
+    assert adaptation_report.summary(results)["targets"]["continued"]["holds"] is False
 
 
 def test_mixing_keeps_the_old_domain_within_two_bleu_of_the_start_at_every_mark():
     results = _results({"scratch": [(30.0, 5.0)], "mixed": [(32.0, 38.5), (32.0, 38.0)]}, (10, 40))
-    kept = adaptation.summary(results)["targets"]["mixed_old_domain"]
+    kept = adaptation_report.summary(results)["targets"]["mixed_old_domain"]
     assert kept == {"largest_drop": pytest.approx(2.0), "holds": True}  # from the start the runs name
     results = _results({"scratch": [(30.0, 5.0)], "mixed": [(32.0, 38.5), (32.0, 37.9)]}, (10, 40))
-    assert adaptation.summary(results)["targets"]["mixed_old_domain"]["holds"] is False
+    assert adaptation_report.summary(results)["targets"]["mixed_old_domain"]["holds"] is False
 
 
 def test_the_table_has_the_start_at_minute_zero_and_each_arm_at_every_mark_and_the_plot_is_written(tmp_path):
     results = _results({"scratch": [(30.0, 5.0), (31.0, 6.0)], "continued": [(32.0, 20.0)]}, (10.0, 40.0))
-    header, lines = adaptation.adaptation_rows(results)
+    header, lines = adaptation_report.adaptation_rows(results)
     assert header[-2:] == ["Multi30k test2016", "Tatoeba test"]
     assert lines[1][:2] == ["start-sp (Tatoeba, weights abababab)", "0"] and lines[1][-2:] == ["10.00", "40.00"]
     assert [line[:2] for line in lines[2:]] == [
         [arm, str(m)] for arm in ("scratch", "continued") for m in (5, 10, 20, 40)
     ]
     assert lines[2][-2:] == ["31.00 (30.50-31.50)", "5.50 (5.00-6.00)"]
-    png = adaptation.plot(json.loads(json.dumps(results)), tmp_path / "adaptation.png")
+    png = adaptation_report.plot(json.loads(json.dumps(results)), tmp_path / "adaptation.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list(adaptation_report.TITLES) == list(adaptation.TEST_SETS)  # the report names each test set scored
 
 
 def test_score_reads_finished_runs_at_their_marks_keeps_what_was_scored_and_each_start_once(tmp_path, monkeypatch):
