@@ -6,6 +6,8 @@ one line each (`tests/test_tools.py` holds it to the files present):
 
 - `speed`: training throughput, useful-FLOP fraction, peak memory and decoding speed per model
   config, for attnmt and the references, repeated and alternating, in one run.
+- `speed_models`: the model configs the speed benchmarks time and the data they train on, each
+  config built as an attnmt model and as every reference that can express it, with one set of weights.
 - `report`: the speed benchmark's results as tables, rich on the terminal and Markdown
   (`markdown_table` is the one Markdown renderer every benchmark and `tools.quote` use).
 - `references`: the textbook references by name, each computing attnmt's function given its weights.

@@ -26,7 +26,7 @@ import torch
 
 from attnmt.checkpoint import save_checkpoint
 from attnmt.models.seq2seq import build_model
-from benchmarks import speed
+from benchmarks import speed_models
 from benchmarks.measure import describe_machine, positive_int, rotated, spread, write_results
 from benchmarks.optimizer import VOCAB_SIZES
 
@@ -34,7 +34,7 @@ from benchmarks.optimizer import VOCAB_SIZES
 def trained_state(config_name: str) -> tuple[torch.nn.Module, dict]:
     """The model and a trainer state as training holds them: Adam's moments after one step."""
     torch.manual_seed(0)
-    model = build_model(speed.model_config(config_name, 0.1), *VOCAB_SIZES)
+    model = build_model(speed_models.model_config(config_name, 0.1), *VOCAB_SIZES)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     for parameter in model.parameters():
         parameter.grad = torch.randn_like(parameter)
@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.fsync", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=positive_int, default=7, help="saves of each kind, alternating")
     parser.add_argument("--folder", type=Path, default=Path("."), help="where the run folder goes (its disk is timed)")
-    parser.add_argument("--model", choices=sorted(speed.CONFIGS), default="joey", help="the speed benchmark's model")
+    parser.add_argument(
+        "--model", choices=sorted(speed_models.CONFIGS), default="joey", help="the speed benchmark's model"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     args = parser.parse_args(argv)
     machine = describe_machine(torch.device("cpu"))

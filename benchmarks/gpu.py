@@ -43,7 +43,8 @@ from attnmt.tokenize import WordTokenizer
 from benchmarks.decoding import load_trained
 from benchmarks.flops import synchronize
 from benchmarks.measure import combine_repeats, describe_machine, peak_memory, positive_int, rotated, write_results
-from benchmarks.speed import DATA, _attnmt_loss, model_config
+from benchmarks.speed import _attnmt_loss
+from benchmarks.speed_models import DATA, model_config
 
 PRECISIONS = ("fp32", "bf16")
 BUDGETS = (4096, 16384, 32768)

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from attnmt.models.seq2seq import build_model
-from benchmarks import speed
+from benchmarks import speed_models
 from benchmarks.measure import describe_machine, write_results
 
 VOCAB_SIZES = (5920, 7859)  # Multi30k en->de word types seen twice: the speed benchmark's data
@@ -27,7 +27,7 @@ VOCAB_SIZES = (5920, 7859)  # Multi30k en->de word types seen twice: the speed b
 
 def compare(steps: int) -> dict:
     torch.manual_seed(0)
-    config = speed.model_config("joey", 0.1)
+    config = speed_models.model_config("joey", 0.1)
     models = [build_model(config, *VOCAB_SIZES) for _ in range(2)]
     models[1].load_state_dict(models[0].state_dict())
     optimizers = {

@@ -28,7 +28,7 @@ from attnmt.evaluation import split_examples
 from attnmt.search.decode import decode_all
 from attnmt.search.options import SearchOptions
 from attnmt.utils import UserError, describe_machine
-from benchmarks import speed
+from benchmarks import speed, speed_models
 from benchmarks.decoding import load_trained
 from benchmarks.measure import positive_int, spread, write_results
 from benchmarks.references import REFERENCES
@@ -40,9 +40,9 @@ PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm")  # the matrix products, coun
 def profile_training(config: str, model_name: str, steps: int, device: torch.device, data_dir=None, shapes=False):
     """Profile `steps` training steps; returns the profiler and the target vocabulary size."""
     options = speed.Options(steps=steps, warmup=2)
-    bundle = build_data(speed.DATA.model_copy(update={"data_dir": data_dir}))
-    cfg = speed.model_config(config, options.dropout)
-    models = speed.build_models(cfg, len(bundle.src_vocab), len(bundle.tgt_vocab), device, options.seed)
+    bundle = build_data(speed_models.DATA.model_copy(update={"data_dir": data_dir}))
+    cfg = speed_models.model_config(config, options.dropout)
+    models = speed_models.build_models(cfg, len(bundle.src_vocab), len(bundle.tgt_vocab), device, options.seed)
     if model_name not in models:
         raise UserError(f"--model {model_name} cannot express the {config} config; choose attnmt")
     warmup, timed = speed.training_batches(bundle, options)["attnmt" if model_name == "attnmt" else "reference"]
@@ -162,7 +162,7 @@ def share_summary(passes: list[dict[str, float]], rows: int, grouped: list[dict]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profiling", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", choices=list(speed.CONFIGS), default="joey")
+    parser.add_argument("--config", choices=list(speed_models.CONFIGS), default="joey")
     parser.add_argument("--model", choices=["attnmt", *REFERENCES], default="attnmt")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)

@@ -4,11 +4,12 @@
                                [--threads N] [--decode-sentences 1000] [--checkpoint RUN_DIR]
                                [--json OUT]
 
-Data: Multi30k en->de train (29,000 pairs), word tokens, lowercased, vocabularies of types
-seen at least twice. attnmt trains on length-bucketed batches of 64 sentences (pools of 100
-batches sorted by length, as its trainer does); the references (`benchmarks.references`:
-d2l.ai's code and bentrevett's tutorial, each given attnmt's weights) train on the SAME
-sentences in random batches of 64, padded to their longest sentence (a shuffled DataLoader).
+Data (`speed_models`, with the three model configs): Multi30k en->de train (29,000 pairs), word
+tokens, lowercased, vocabularies of types seen at least twice. attnmt trains on length-bucketed
+batches of 64 sentences (pools of 100 batches sorted by length, as its trainer does); the
+references (`benchmarks.references`: d2l.ai's code and bentrevett's tutorial, each given
+attnmt's weights) train on the SAME sentences in random batches of 64, padded to their longest
+sentence (a shuffled DataLoader).
 Each step includes the data pipeline (collate + to(device)), the loss, backward, gradient
 clipping at 1.0 and Adam. After `--warmup` steps, `--steps` steps are timed.
 
@@ -36,9 +37,9 @@ from rich.console import Console
 from torch.profiler import record_function
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnmt.config import DataConfig, ModelConfig
+from attnmt.config import ModelConfig
 from attnmt.data.batching import DataBundle, build_data, collate
-from attnmt.models.seq2seq import Seq2Seq, build_model
+from attnmt.models.seq2seq import Seq2Seq
 from attnmt.train import token_loss
 from attnmt.utils import UserError
 from benchmarks.decoding import benchmark_decoding, load_trained
@@ -54,50 +55,8 @@ from benchmarks.measure import (
 )
 from benchmarks.references import REFERENCES, references_for
 from benchmarks.report import print_report
+from benchmarks.speed_models import CONFIGS, CORPUS, DATA, build_models, model_config
 
-# Glorot, as the committed results were made: untrained decoding's output lengths depend on it.
-SIZES = {
-    "embedding_size": 256,
-    "encoder_layers": 1,
-    "decoder_layers": 1,
-    "rnn": "gru",
-    "bridge": "tanh",
-    "init": "xavier",
-}
-CONFIGS: dict[str, dict] = {
-    # d2l.ai's Seq2SeqAttentionDecoder: 2-layer unidirectional GRU encoder and decoder, 256 wide.
-    "d2l": {
-        **SIZES,
-        "encoder_hidden": 256,
-        "encoder_layers": 2,
-        "bidirectional": False,
-        "decoder_hidden": 256,
-        "decoder_layers": 2,
-        "attention": "additive",
-        "decoder": "bahdanau",
-    },
-    # JoeyNMT 2.3's RNN: bidirectional GRU 256 per direction, GRU decoder 512, Bahdanau attention.
-    "joey": {
-        **SIZES,
-        "encoder_hidden": 256,
-        "bidirectional": True,
-        "decoder_hidden": 512,
-        "attention": "additive",
-        "decoder": "bahdanau",
-    },
-    # Luong general attention without input feeding: the decoder RNN runs over the whole target at once.
-    "luong-fast": {
-        **SIZES,
-        "encoder_hidden": 256,
-        "bidirectional": True,
-        "decoder_hidden": 512,
-        "attention": "general",
-        "decoder": "luong",
-        "input_feeding": False,
-    },
-}
-DATA = DataConfig(corpus="multi30k", src_lang="en", tgt_lang="de", tokenizer="word", lowercase=True, min_freq=2)
-CORPUS = "Multi30k en-de train, word tokens, lowercased, min_freq 2"
 DEFAULT_JSON = Path("benchmarks/results/speed.json")
 
 
@@ -117,10 +76,6 @@ class Options:
     untrained_decoding: bool = True  # also decode with each config's untrained model
     seed: int = 1
     ceiling_size: int | None = None  # square matmul side for the ceiling; None: 2,048 (CPU) or 8,192 (GPU)
-
-
-def model_config(name: str, dropout: float) -> ModelConfig:
-    return ModelConfig(**CONFIGS[name], dropout=dropout)
 
 
 def bucketed_batches(lengths: list[tuple[int, int]], options: Options, rng: random.Random) -> list[list[int]]:
@@ -282,14 +237,6 @@ def _decoding_options(options: Options) -> dict:
         "reference_beam_sentences": options.reference_beam_sentences,
         "repeats": options.repeats,
     }
-
-
-def build_models(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, device, seed: int) -> dict:
-    """An attnmt model and every reference that can express `cfg`, with the very same initial weights."""
-    torch.manual_seed(seed)
-    model = build_model(cfg, src_vocab_size, tgt_vocab_size)
-    references = references_for(cfg, model, src_vocab_size, tgt_vocab_size)
-    return {name: module.to(device) for name, module in {"attnmt": model, **references}.items()}
 
 
 def benchmark_config(
