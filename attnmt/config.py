@@ -3,26 +3,22 @@
 A config has four sections, `data`, `model`, `train` and `decode`. Unknown or mistyped keys
 are errors that name the file and the dotted path and list the valid keys; all problems
 are reported at once. `--set section.key=value` overrides are applied before validation,
-so they are checked the same way.
+so they are checked the same way. Reading the file, applying the overrides and wording each
+problem is `config_files`'s; what a config holds, its defaults and its cross-field rules, is here.
 
-Leaf module: imports nothing from attnmt but `utils`, and no torch.
+Leaf module: imports nothing from attnmt but `utils` and `config_files`, and no torch.
 """
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_core import ErrorDetails
 
-from attnmt.utils import UserError, write_text_atomic
-
-
-class ConfigError(UserError):
-    """One or more problems in a config; the message has one line per problem."""
+from attnmt.config_files import apply_override, config_error, read_yaml
+from attnmt.utils import write_text_atomic
 
 
 class _Section(BaseModel):
@@ -356,81 +352,12 @@ class Config(_Section):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
-def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model class that owns the keys at a dotted `path` (None if not a section)."""
-    model: type[BaseModel] = Config
-    for key in path:
-        field = model.model_fields.get(str(key))
-        annotation = field.annotation if field else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return None
-        model = annotation
-    return model
-
-
-def _describe(error: ErrorDetails) -> str:
-    location = ".".join(str(part) for part in error["loc"]) or "(top level)"
-    if error["type"] == "extra_forbidden":
-        owner = _model_at(error["loc"][:-1])
-        valid = sorted(owner.model_fields) if owner else []
-        close = difflib.get_close_matches(str(error["loc"][-1]), valid, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"{location}: unknown key{hint}; valid keys: {', '.join(valid)}"
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] not in ("missing", "value_error") and "input" in error:
-        message += f" (got {error['input']!r})"
-    return f"{location}: {message}"
-
-
 def validate(raw: dict[str, Any], source: str) -> Config:
     """Turn a plain dict into a Config, or raise ConfigError listing every problem."""
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        problems = [f"{source}: {_describe(error)}" for error in exc.errors()]
-        raise ConfigError("\n".join(problems)) from None
-
-
-def apply_override(raw: dict[str, Any], assignment: str) -> None:
-    """Apply one `section.key=value` override in place; the value is parsed as YAML."""
-    dotted, sep, value_text = assignment.partition("=")
-    if not sep or not dotted.strip():
-        raise ConfigError(f"{assignment!r}: expected section.key=value", field="overrides")
-    keys = dotted.strip().split(".")
-    node = raw
-    for key in keys[:-1]:
-        child = node.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"{assignment!r}: {key!r} is not a section", field="overrides")
-        node = child
-    try:
-        node[keys[-1]] = yaml.safe_load(value_text) if value_text.strip() else None
-    except yaml.YAMLError:
-        node[keys[-1]] = value_text
-
-
-def read_yaml(path: str | Path, expected: str = "a mapping with sections data, model, train, decode") -> dict[str, Any]:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror}); expected a YAML config file") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}:{where}: invalid YAML: {problem}") from None
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected {expected}")
-    return raw
+        raise config_error(exc, Config, source) from None
 
 
 def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Config:

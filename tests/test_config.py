@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.config import Config, ConfigError, load_config, save_config
+from attnmt.config import Config, load_config, save_config
+from attnmt.config_files import ConfigError
 
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 

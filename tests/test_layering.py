@@ -39,7 +39,8 @@ ALLOWED = {
     "__init__": set(),
     "utils": set(),
     "provenance": set(),
-    "config": {"utils"},
+    "config_files": {"utils"},
+    "config": {"utils", "config_files"},
     "metrics": {"utils"},
     "plot": {"utils"},
     "tokenize": {"utils"},
@@ -249,13 +250,14 @@ ALLOWED = {
     },
     "distill": {"utils", "data.distillation_record", "translate", "search.options"},
     "sweep": set(),
-    "sweep.spec": {"config"},
+    "sweep.spec": {"config", "config_files"},
     "sweep.store": {"utils"},
     "sweep.report": {"utils", "provenance", "plot", "runlog", "sweep.spec", "sweep.store"},
     "sweep.run": {
         "utils",
         "provenance",
         "config",
+        "config_files",
         "data.batching",
         "train",
         "checkpoint",
@@ -348,6 +350,7 @@ ALLOWED = {
 NO_TORCH = (
     "cli",  # the parser, --help and `validate` stay fast: commands import torch when they run
     "config",
+    "config_files",
     "utils",
     "provenance",
     "shipped",

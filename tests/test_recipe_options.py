@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from attnmt.config import Config, ConfigError, ModelConfig, load_config
+from attnmt.config import Config, ModelConfig, load_config
+from attnmt.config_files import ConfigError
 from attnmt.data.batching import build_data, collate
 from attnmt.loading import ModelSpec, load
 from attnmt.loss import loss_denominator, token_loss

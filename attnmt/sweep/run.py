@@ -29,7 +29,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from attnmt.config import Config, ConfigError
+from attnmt.config import Config
+from attnmt.config_files import ConfigError
 from attnmt.provenance import code_state
 from attnmt.sweep.spec import SET_BY_SWEEP, Plan, SearchParam, config_key, describe, flatten, load_plan
 from attnmt.utils import Interrupted, UserError, choose_device, describe_machine, write_text_atomic

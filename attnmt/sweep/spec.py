@@ -40,7 +40,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from attnmt.config import Config, ConfigError, read_yaml, validate
+from attnmt.config import Config, validate
+from attnmt.config_files import ConfigError, read_yaml
 
 # Set by the sweep itself: the trial's folder, and the worker's share of the CPU (--threads).
 SET_BY_SWEEP = ("train.run_dir", "train.threads")
