@@ -6,13 +6,12 @@ forcing -> cross-entropy over non-pad tokens -> backward -> clip -> step; every
 
 Resuming restores weights, optimizer, RNG states and the position in the batch order, so the
 loss curve continues exactly as an uninterrupted run's would (on the CPU, bit for bit).
-Under `torchrun`, each process takes its share of every global batch and
+Under `torchrun`, each process takes its share of every global batch (`data.shares`) and
 DistributedDataParallel averages the gradients.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 import shlex
 import time
@@ -27,8 +26,8 @@ from attnmt.checkpoint import load_trainer_state, load_weights, read_index, reso
 from attnmt.codec import TextCodec
 from attnmt.config import Config, save_config
 from attnmt.continued import continuation, training_batches
-from attnmt.data.batching import Batch, DataBundle, IdsByIndex, collate, prepared_data
-from attnmt.feeding import feed
+from attnmt.data.batching import Batch, DataBundle, prepared_data
+from attnmt.data.shares import LocalBatches, fingerprint
 from attnmt.loss import loss_denominator, token_loss
 from attnmt.models.seq2seq import build_model
 from attnmt.precision import autocast, grad_scaler
@@ -38,7 +37,6 @@ from attnmt.schedules import learning_rate, teacher_forcing_ratio
 from attnmt.subwords import Resegmenter
 from attnmt.utils import Interrupted, StopSignal, UserError, WriteFailed, choose_device, seed_everything
 from attnmt.validation import validate
-from attnmt.vocab import PAD
 
 
 class TrainingDiverged(UserError):
@@ -58,6 +56,16 @@ class Progress:
     bad_validations: int = 0
     plateau_scale: float = 1.0  # reduce-on-plateau factor applied to the scheduled lr
     history: list[float] = field(default_factory=list)  # validation scores, oldest first
+
+
+@dataclass
+class LogWindow:
+    """The updates since the last log line."""
+
+    loss: torch.Tensor  # their summed loss, on the device: no step waits for the GPU, the log line reads it
+    tokens: int  # progress.tokens when the window opened
+    opened: float  # time.perf_counter() then
+    steps: int = 0
 
 
 def _prepare_run_dir(config: Config, bundle: DataBundle, resume: bool, is_main: bool) -> Path:
@@ -102,12 +110,6 @@ def _restore(checkpoint: Path, model, optimizer: torch.optim.Optimizer, scaler: 
     if "cuda_rng" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])
     return Progress(**state["progress"])
-
-
-def _shard(batch_indices: list[int], rank: int, world_size: int) -> tuple[list[int], float]:
-    """This process's share of a global batch, and a weight (0 for a padding-only share)."""
-    share = batch_indices[rank::world_size]
-    return (share, 1.0) if share else (batch_indices[:1], 0.0)
 
 
 def _improved(score: float, progress: Progress, higher_is_better: bool) -> bool:
@@ -161,10 +163,14 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir, self.progress.step if resume else None, self.context.is_main)
         self.ddp_model = distributed.wrap(self.model, self.context, self.device)
         self.bundle, self.sampler = training_batches(self.bundle, config, self.continued)
-        alpha = config.data.subword_sampling
-        if alpha > 0 and self.context.world_size > 1:  # a rank would not know the others' sampled lengths
+        alpha, rank, world_size = config.data.subword_sampling, self.context.rank, self.context.world_size
+        on_gpu = self.device.type == "cuda"
+        if alpha > 0 and world_size > 1:  # a rank would not know the others' sampled lengths
             raise UserError("data.subword_sampling is for one training process; run without torchrun")
-        self.resegment = Resegmenter(self.bundle.codec, alpha, config.train.seed) if alpha > 0 else None
+        resegment = Resegmenter(self.bundle.codec, alpha, config.train.seed) if alpha > 0 else None
+        self.batches = LocalBatches(
+            self.sampler, self.bundle.train, rank=rank, world_size=world_size, resegment=resegment, on_gpu=on_gpu
+        )
         self.display = ProgressDisplay(
             total_steps=config.train.max_steps, total_minutes=config.train.max_minutes, enabled=self.context.is_main
         )
@@ -186,13 +192,9 @@ class Trainer:
         different vocabularies in silence."""
         if not self.context.active:
             return
-        train = self.bundle.train
-        digest = hashlib.sha256()
-        for vocab in (self.bundle.src_vocab, self.bundle.tgt_vocab):
-            digest.update("\n".join(vocab.tokens).encode())
-        digest.update(f"{len(train)} {int(train.src_lengths.sum())} {int(train.tgt_lengths.sum())}".encode())
-        (first,) = distributed.broadcast(self.context, [digest.hexdigest()])
-        if first != digest.hexdigest():
+        ours = fingerprint(self.bundle)
+        (first,) = distributed.broadcast(self.context, [ours])
+        if first != ours:
             raise UserError(
                 f"rank {self.context.rank}: its training data differs from rank 0's (vocabularies or pair counts); "
                 "every machine needs the same corpus files and data settings"
@@ -232,29 +234,12 @@ class Trainer:
             keep=self.config.train.keep_checkpoints,
         )
 
-    def local_batch(self, indices: list[int], epoch: int = 0, position: int = 0) -> Batch:
-        """This process's share of a global batch, collated on the host; pinned for a GPU, so the
-        copy to it runs without holding the host. With subword sampling, its sentences segmented
-        at random, the draws fixed by (seed, epoch, position)."""
-        share, _ = _shard(indices, self.context.rank, self.context.world_size)
-        train = self.bundle.train
-        src_ids: IdsByIndex = train.src_ids  # with subword sampling, the share's {index: ids} instead
-        tgt_ids: IdsByIndex = train.tgt_ids
-        if self.resegment is not None:
-            src_ids, tgt_ids = self.resegment(share, train.src_ids, train.tgt_ids, epoch, position)
-        batch = collate(share, src_ids, tgt_ids)
-        return batch.pin_memory() if self.device.type == "cuda" else batch
-
     def train_step(self, indices: list[int], batch: Batch | None = None) -> torch.Tensor:
-        """One optimizer step on a global batch (`batch`: this process's share, `local_batch`
-        made ahead; else made here); returns the loss as `train.loss_normalization` divides it (detached)."""
+        """One optimizer step on a global batch (`batch`: this process's share, made ahead by
+        `self.batches`; else made here); returns the loss as `train.loss_normalization` divides it (detached)."""
         train = self.config.train
-        _, weight = _shard(indices, self.context.rank, self.context.world_size)
-        batch = batch or self.local_batch(indices)
-        if self.resegment is None:
-            tgt_lengths = self.sampler.tgt_lengths[indices]
-        else:  # the sampled segmentation's own lengths (one process), longer than the corpus's
-            tgt_lengths = ((batch.tgt_out != PAD).sum(dim=1) - 1).numpy()
+        batch = batch or self.batches(indices)
+        tgt_lengths = self.batches.target_lengths(indices, batch)
         batch = batch.to(self.device, non_blocking=True)
         global_tokens = int(tgt_lengths.sum()) + len(indices)  # +1 a pair: EOS
         ratio = teacher_forcing_ratio(
@@ -271,7 +256,8 @@ class Trainer:
         # Each process divides by the *global* token (or sentence) count and DDP averages over
         # processes, so the gradient is that of the global batch's mean, as in one process.
         loss = token_loss(logits, batch.tgt_out, train.label_smoothing, train.smooth_eos)
-        loss = loss * (weight * self.context.world_size) / loss_denominator(tgt_lengths, train.loss_normalization)
+        weight = self.batches.weight(indices) * self.context.world_size
+        loss = loss * weight / loss_denominator(tgt_lengths, train.loss_normalization)
         if distributed.any_flag(self.context, not bool(torch.isfinite(loss)), self.device):
             path = self.save()
             raise TrainingDiverged(
@@ -314,18 +300,9 @@ class Trainer:
 
     def _train(self) -> dict:
         train, progress = self.config.train, self.progress
-        # On a GPU the next batches are collated while the step's kernels run (`feeding`);
-        # on a CPU the step uses every core, so each is made in line.
-        ahead = 2 if self.device.type == "cuda" else 0
-        stream = feed(
-            self.sampler.iterate(progress.epoch, progress.position),
-            lambda item: self.local_batch(item[2], item[0], item[1]),
-            ahead,
-        )
+        stream = self.batches.stream(progress.epoch, progress.position)
         started, elapsed_before = time.perf_counter(), progress.elapsed
-        # The loss is summed on the device and read at logging only: no wait for the GPU per step for it.
-        window: dict[str, torch.Tensor | float]  # the loss a tensor, the rest numbers
-        window = {"loss": torch.zeros((), device=self.device), "steps": 0, "tokens": progress.tokens, "time": started}
+        window = LogWindow(torch.zeros((), device=self.device), progress.tokens, started)
         last_validated = progress.step if progress.history else -1
         with StopSignal(train.stop_grace_seconds, what="training") as stop, closing(stream):
             while not _limit_reached(self.config, progress):
@@ -337,10 +314,10 @@ class Trainer:
                 progress.epoch, progress.position = epoch, position + 1
                 progress.elapsed = elapsed_before + time.perf_counter() - started
                 self.display.update(step=progress.step, elapsed=progress.elapsed)
-                window["loss"] += loss.float()
-                window["steps"] += 1
+                window.loss += loss.float()
+                window.steps += 1
                 if progress.step % train.log_every == 0:
-                    self._log_window(window)
+                    window = self._log(window)
                 if progress.step % train.valid_every == 0:
                     last_validated = progress.step
                     if self._validate_and_save():
@@ -361,15 +338,16 @@ class Trainer:
             "tokens": progress.tokens,
         }
 
-    def _log_window(self, window: dict) -> None:
+    def _log(self, window: LogWindow) -> LogWindow:
+        """Write the window's log line (metrics.jsonl, the progress bar or the log); the next window."""
         now = time.perf_counter()
-        tokens = self.progress.tokens - window["tokens"]
+        tokens = self.progress.tokens - window.tokens
         record = {
             "step": self.progress.step,
             "epoch": self.progress.epoch,
-            "train_loss": float(window["loss"]) / max(1, window["steps"]),
+            "train_loss": float(window.loss) / max(1, window.steps),
             "lr": self.optimizer.param_groups[0]["lr"],
-            "tokens_per_s": tokens / max(1e-9, now - window["time"]),
+            "tokens_per_s": tokens / max(1e-9, now - window.opened),
             "elapsed": self.progress.elapsed,
         }
         if self.scaler.is_enabled():
@@ -389,7 +367,7 @@ class Trainer:
                 f"lr {record['lr']:.2e}  {record['tokens_per_s']:,.0f} tok/s  {record['elapsed'] / 60:.1f} min"
                 + (f"  fp16 steps skipped {record['skipped_steps']}" if "skipped_steps" in record else "")
             )
-        window.update(loss=torch.zeros((), device=self.device), steps=0, tokens=self.progress.tokens, time=now)
+        return LogWindow(torch.zeros((), device=self.device), self.progress.tokens, now)
 
     def _validate_and_save(self) -> bool:
         """Validate (main process), checkpoint, update plateau/early-stop state; True = stop."""

@@ -219,7 +219,7 @@ def test_a_run_with_subword_sampling_resumes_bit_for_bit(tmp_path, monkeypatch):
 def test_the_loss_is_per_token_of_the_sampled_segmentation(tmp_path):
     trainer = Trainer(tiny_config(tmp_path / "run", *SENTENCEPIECE), resume=False, log=quiet)
     indices = trainer.sampler.epoch_batches(0)[0].tolist()
-    batch = trainer.local_batch(indices, 0, 0)
+    batch = trainer.batches(indices, 0, 0)
     sampled = int((batch.tgt_out != PAD).sum())
     assert sampled != int(trainer.sampler.tgt_lengths[indices].sum()) + len(indices)  # the segmentation changed
     trainer.train_step(indices, batch)

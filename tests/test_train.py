@@ -20,6 +20,7 @@ from attnmt import train as train_module
 from attnmt.checkpoint import load_trainer_state, read_index, resolve_checkpoint
 from attnmt.cli import main
 from attnmt.config import load_config
+from attnmt.data.shares import share_of
 from attnmt.train import TrainingDiverged, fit
 from attnmt.utils import Interrupted, UserError
 
@@ -140,6 +141,14 @@ def test_two_process_ddp_matches_one_process(tmp_path):
     assert single.keys() == ddp.keys()
     for name in single:
         assert torch.allclose(single[name], ddp[name], atol=2e-5, rtol=1e-4), name
+
+
+def test_processes_share_each_pair_of_a_batch_once_and_one_left_without_a_pair_pads_at_weight_zero():
+    batch = [7, 8, 9, 10, 11]
+    shares = [share_of(batch, rank, world_size=3) for rank in range(3)]
+    assert shares == [([7, 10], 1.0), ([8, 11], 1.0), ([9], 1.0)]
+    assert sorted(pair for share, _ in shares for pair in share) == batch
+    assert [share_of([7], rank, world_size=2) for rank in range(2)] == [([7], 1.0), ([7], 0.0)]
 
 
 def launch_node(port: int, overrides: list[str], *extra: str) -> subprocess.Popen:
