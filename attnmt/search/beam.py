@@ -90,30 +90,23 @@ def beam_search(
     beam_offsets = torch.arange(beam, device=device)  # (K,)
     for step in range(max_limit):
         step_log_probs, state, attention = model.next_log_probs(prev, state, encoder_output)  # (B_a*K, V), (B_a*K, S)
-        rows, vocab_size = active.numel(), step_log_probs.size(-1)
-        step_log_probs = never_generated(step_log_probs).view(rows, beam, vocab_size)
+        rows = active.numel()
         last = step + 1 >= limits  # (B_a,) this is the sentence's last allowed token: it must be EOS
-        if steering:
-            step_log_probs = steering.restrict(step_log_probs, step, active, limits)
-        not_eos = torch.arange(vocab_size, device=device) != EOS
-        step_log_probs = step_log_probs.masked_fill(last[:, None, None] & not_eos, float("-inf"))
+        step_log_probs = _allowed(step_log_probs.view(rows, beam, -1), step, last, active, limits, steering)
         totals = (beams.log_probs[:, :, None] + step_log_probs).view(rows, -1)  # (B_a, K*V)
         ranked = _rank(totals, step_log_probs, steering, first_k)
         origin, token, candidate_log_probs, top_k = ranked.origin, ranked.token, ranked.log_probs, ranked.top_k
         if steering:
             steering.advance(origin, token)
-        candidate_tokens = torch.cat([gather_beams(beams.tokens, origin), token[:, :, None]], dim=2)
         step_attention = gather_beams(attention.float().view(rows, beam, src_len), origin)  # (B_a, N, S)
-        candidate_attention = torch.cat([gather_beams(beams.attention, origin), step_attention[:, :, None]], dim=2)
+        candidate_tokens, candidate_attention = beams.extended(origin, token, step_attention)  # (B_a, N, t+1, ...)
         is_eos, alive = token == EOS, candidate_log_probs > float("-inf")
         penalty = length_penalty(torch.tensor(step + 1), options.length_penalty)
         finishing = is_eos & alive & _may_finish(top_k, steering)
         finished = _finish(finished, finishing, ranked, penalty, candidate_tokens, candidate_attention, steering)
-        done = (finished.count >= beam) | last  # (B_a,)
-        if best_finished := options.stopping == "best_finished":  # the step's best candidate ended: so has the sentence
-            done = done | (is_eos[:, 0] & alive[:, 0])
-        # which candidates may live on: the unfinished, and with best_finished only those of the top K
-        live = candidate_log_probs.masked_fill(is_eos | ~top_k if best_finished else is_eos, float("-inf"))
+        done, live = _stopping(  # (B_a,), (B_a, N)
+            options.stopping, finished.count >= beam, last, is_eos, alive, top_k, candidate_log_probs
+        )
         pick = steering.select(live, beam) if steering else live.topk(beam, dim=1).indices  # (B_a, K)
         if observer is not None:
             slot = _slots(live, pick, done)
@@ -139,6 +132,24 @@ def beam_search(
         state = state.index_select((keep[:, None] * beam + origin.gather(1, kept)).view(-1))  # the new beams' old rows
         prev = beams.tokens[:, :, -1].reshape(-1)
     return collect_finished(results, src_lengths, options.n_best)
+
+
+def _allowed(
+    step_log_probs: torch.Tensor,
+    step: int,
+    last: torch.Tensor,
+    active: torch.Tensor,
+    limits: torch.Tensor,
+    steering: Steering,
+) -> torch.Tensor:
+    """step_log_probs (B_a, K, V) with what may not come next set to -inf: PAD and BOS never, what
+    a rule forbids at `step` (`Rule.restrict`), and all but EOS at a sentence's last allowed token
+    (`last` (B_a,); `active` (B_a,) batch rows, `limits` (B_a,) their length limits)."""
+    step_log_probs = never_generated(step_log_probs)
+    if steering:
+        step_log_probs = steering.restrict(step_log_probs, step, active, limits)
+    not_eos = torch.arange(step_log_probs.size(-1), device=step_log_probs.device) != EOS  # (V,)
+    return step_log_probs.masked_fill(last[:, None, None] & not_eos, float("-inf"))
 
 
 @dataclass
@@ -167,6 +178,26 @@ def _rank(totals: torch.Tensor, step_log_probs: torch.Tensor, steering: Steering
     log_probs = totals.gather(1, flat.clamp(min=0)).masked_fill((flat < 0) | _repeats(flat), -torch.inf)
     flat = flat.clamp(min=0)
     return _Ranked(flat // vocab_size, flat % vocab_size, log_probs, _ranks(log_probs) < beam, True)
+
+
+def _stopping(
+    rule: str,
+    k_finished: torch.Tensor,
+    last: torch.Tensor,
+    is_eos: torch.Tensor,
+    alive: torch.Tensor,
+    top_k: torch.Tensor,
+    log_probs: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The stopping rule (`options.STOPPING`): which sentences are done (B_a,), and the candidates'
+    log-probabilities (B_a, N) where they may live on, -inf elsewhere. A sentence is done at its
+    length limit (`last`) or once K hypotheses have finished (`k_finished`), and its unfinished
+    candidates may live on; with best_finished (OpenNMT-py's) also once the step's best candidate
+    ends, and only the unfinished among the top K live on."""
+    if rule == "best_finished":
+        best_ended = is_eos[:, 0] & alive[:, 0]
+        return k_finished | last | best_ended, log_probs.masked_fill(is_eos | ~top_k, float("-inf"))
+    return k_finished | last, log_probs.masked_fill(is_eos, float("-inf"))
 
 
 def _may_finish(top_k: torch.Tensor, steering: Steering) -> torch.Tensor:

@@ -49,6 +49,14 @@ class Beams:
         tokens = torch.empty(batch_size, beam, 0, dtype=torch.long, device=device)
         return cls(log_probs, tokens, torch.zeros(batch_size, beam, 0, src_len, device=device))
 
+    def extended(
+        self, origin: torch.Tensor, token: torch.Tensor, attention: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The hypotheses a step's N candidates make, each the beam in slot `origin` (B, N) followed
+        by `token` (B, N) with its `attention` (B, N, S): tokens (B, N, t+1), attention (B, N, t+1, S)."""
+        tokens = torch.cat([gather_beams(self.tokens, origin), token[:, :, None]], dim=2)
+        return tokens, torch.cat([gather_beams(self.attention, origin), attention[:, :, None]], dim=2)
+
 
 @dataclass
 class Finished:
@@ -91,19 +99,17 @@ def merge_finished(
     candidate_attention = torch.nn.functional.pad(candidate_attention, (0, 0, 0, pad))
     ranks = torch.cat([finished.ranks, candidate_ranks], dim=1)  # (B, K + C)
     top_ranks, top = ranks.topk(beam, dim=1)  # (B, K)
-    gather = top[:, :, None]
 
-    def pick(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-        pool = torch.cat([old, new], dim=1)  # (B, K + C, ...)
-        index = gather.view(*gather.shape[:2], *([1] * (pool.dim() - 2))).expand(-1, -1, *pool.shape[2:])
-        return pool.gather(1, index)
+    def best(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        """old (B, K, ...) and new (B, C, ...) -> the K best of them together (B, K, ...)."""
+        return gather_beams(torch.cat([old, new], dim=1), top)
 
     return Finished(
-        scores=torch.cat([finished.scores, candidate_scores], dim=1).gather(1, top),
+        scores=best(finished.scores, candidate_scores),
         ranks=top_ranks,
-        log_probs=torch.cat([finished.log_probs, candidate_log_probs], dim=1).gather(1, top),
-        tokens=pick(finished.tokens, candidate_tokens),
-        attention=pick(finished.attention, candidate_attention),
+        log_probs=best(finished.log_probs, candidate_log_probs),
+        tokens=best(finished.tokens, candidate_tokens),
+        attention=best(finished.attention, candidate_attention),
         count=finished.count + (candidate_scores > float("-inf")).sum(dim=1),
     )
 
