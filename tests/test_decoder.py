@@ -226,33 +226,40 @@ def test_opennmt_pys_mlp_attention_matches_the_equations(attentional_tanh, atten
 
 
 def step_by_step(model, src, src_lengths, tgt_in):
-    """Teacher forcing through decode_step, the path greedy and beam search use."""
+    """Teacher forcing through the step interface greedy and beam search use (`search.StepModel`):
+    log-probabilities (B, T, V) and attention (B, T, S)."""
     encoder_output = model.encode(src, src_lengths)
     state = model.init_state(encoder_output)
-    all_logits, all_weights = [], []
+    all_log_probs, all_weights = [], []
     for t in range(tgt_in.shape[1]):
-        logits, state, weights = model.decode_step(tgt_in[:, t], state, encoder_output)
-        all_logits.append(logits)
+        log_probs, state, weights = model.next_log_probs(tgt_in[:, t], state, encoder_output)
+        all_log_probs.append(log_probs)
         all_weights.append(weights)
-    return torch.stack(all_logits, dim=1), torch.stack(all_weights, dim=1)
+    return torch.stack(all_log_probs, dim=1), torch.stack(all_weights, dim=1)
+
+
+def teacher_forced(model, src, src_lengths, tgt_in):
+    """The training forward pass, as log-probabilities (B, T, V) and attention (B, T, S)."""
+    logits, weights = model(src, src_lengths, tgt_in)
+    return logits.float().log_softmax(-1), weights
 
 
 @pytest.mark.parametrize(("attention", "rnn", "style"), COMBINATIONS)
 def test_teacher_forced_forward_equals_step_path_with_gradients(attention, rnn, style):
-    """Covers the fast path (one RNN call) and the hoisted loop against decode_step."""
+    """Covers the fast path (one RNN call) and the hoisted loop against the search's step."""
     model, _ = make_model(attention, rnn, style)
     src, src_lengths, tgt_in, tgt_lengths = padded_batch(seed=3)
     real = (torch.arange(tgt_in.shape[1]) < torch.tensor(tgt_lengths).unsqueeze(1)).unsqueeze(-1)  # (B, T, 1)
     probe = torch.randn(*tgt_in.shape, TGT_VOCAB, generator=torch.Generator().manual_seed(0)) * real
     results = []
-    for run in (lambda: model(src, src_lengths, tgt_in), lambda: step_by_step(model, src, src_lengths, tgt_in)):
+    for path in (teacher_forced, step_by_step):
         model.zero_grad()
-        logits, weights = run()
-        (logits * probe).sum().backward()
+        log_probs, weights = path(model, src, src_lengths, tgt_in)
+        (log_probs * probe).sum().backward()
         grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
-        results.append((logits.detach(), weights.detach(), grads))
-    (fast_logits, fast_weights, fast_grads), (step_logits, step_weights, step_grads) = results
-    torch.testing.assert_close(fast_logits, step_logits, atol=1e-5, rtol=1e-5)
+        results.append((log_probs.detach(), weights.detach(), grads))
+    (fast_log_probs, fast_weights, fast_grads), (step_log_probs, step_weights, step_grads) = results
+    torch.testing.assert_close(fast_log_probs, step_log_probs, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast_weights, step_weights, atol=1e-5, rtol=1e-5)
     assert fast_grads.keys() == step_grads.keys()
     for name in fast_grads:
@@ -317,10 +324,10 @@ def test_ratio_zero_equals_a_greedy_step_loop(style):
         encoder_output = model.encode(src, src_lengths)
         state, tokens = model.init_state(encoder_output), tgt_in[:, 0]
         for t in range(tgt_in.shape[1]):
-            step_logits, state, step_weights = model.decode_step(tokens, state, encoder_output)
-            torch.testing.assert_close(logits[:, t], step_logits)
+            step_log_probs, state, step_weights = model.next_log_probs(tokens, state, encoder_output)
+            torch.testing.assert_close(logits[:, t].log_softmax(-1), step_log_probs)
             torch.testing.assert_close(weights[:, t], step_weights)
-            tokens = step_logits.argmax(-1)
+            tokens = step_log_probs.argmax(-1)
 
 
 def test_padding_token_at_target_padding_is_irrelevant():

@@ -82,7 +82,7 @@ def test_keys_are_projected_once_per_batch(attention, decoder):
     encoder_output = model.encode(src, src_lengths)
     state = model.init_state(encoder_output)
     for t in range(tgt_in.shape[1]):
-        _, state, _ = model.decode_step(tgt_in[:, t], state, encoder_output)
+        _, state, _ = model.next_log_probs(tgt_in[:, t], state, encoder_output)
     assert len(calls) == 2
 
 
@@ -96,13 +96,13 @@ def test_index_select_repeats_and_reorders_rows_for_beams(rnn, decoder):
         assert encoder_output.mask.dtype == torch.bool and encoder_output.mask.shape == src.shape
         state = model.init_state(encoder_output)
         assert isinstance(state, DecoderState)
-        _, state, _ = model.decode_step(tgt_in[:, 0], state, encoder_output)
+        _, state, _ = model.next_log_probs(tgt_in[:, 0], state, encoder_output)
         rows = torch.tensor([2, 2, 0, 1, 0])  # repeat and reorder, as beam search does
         beams_output, beams_state = encoder_output.index_select(rows), state.index_select(rows)
         assert model.init_state(beams_output).hidden.shape[1] == 5
-        next_logits, _, next_weights = model.decode_step(tgt_in[:, 1], state, encoder_output)
-        beam_logits, _, beam_weights = model.decode_step(tgt_in[rows, 1], beams_state, beams_output)
-    torch.testing.assert_close(beam_logits, next_logits[rows])
+        next_log_probs, _, next_weights = model.next_log_probs(tgt_in[:, 1], state, encoder_output)
+        beam_log_probs, _, beam_weights = model.next_log_probs(tgt_in[rows, 1], beams_state, beams_output)
+    torch.testing.assert_close(beam_log_probs, next_log_probs[rows])
     torch.testing.assert_close(beam_weights, next_weights[rows])
 
 

@@ -119,14 +119,14 @@ def test_the_fed_vector_is_the_one_the_output_layer_reads_only_with_feed_dropout
     src, lengths = torch.tensor([[4, 5, 6], [7, 8, 0]]), torch.tensor([3, 2])
     source = model.encode(src, lengths)
     torch.manual_seed(1)
-    logits, state, _ = model.decode_step(torch.tensor([2, 2]), model.init_state(source), source)
+    log_probs, state, _ = model.next_log_probs(torch.tensor([2, 2]), model.init_state(source), source)
     fed = state.feed  # (B, H)
     assert fed.eq(0).any() == feed_dropout  # tanh outputs are never exactly 0: zeros come from dropout
     if feed_dropout:
-        torch.testing.assert_close(logits, model.decoder.output(fed))
+        torch.testing.assert_close(log_probs, model.decoder.output(fed).log_softmax(-1))
     model.eval()  # in inference dropout is off: both settings feed and read the same vector
-    logits, state, _ = model.decode_step(torch.tensor([2, 2]), model.init_state(source), source)
-    torch.testing.assert_close(logits, model.decoder.output(state.feed))
+    log_probs, state, _ = model.next_log_probs(torch.tensor([2, 2]), model.init_state(source), source)
+    torch.testing.assert_close(log_probs, model.decoder.output(state.feed).log_softmax(-1))
 
 
 def test_feed_dropout_needs_the_luong_decoder_with_input_feeding():

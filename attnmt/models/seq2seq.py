@@ -5,9 +5,9 @@ The model's calls, all batch-first:
 - `model(src, src_lengths, tgt_in, teacher_forcing_ratio=1.0, generator=None)`
   -> logits (B, T, V), attention weights (B, T, S): training and validation.
 - `encode(src, src_lengths) -> EncoderOutput`, `init_state(encoder_output) -> DecoderState`,
-  `decode_step(prev_tokens (B,), state, encoder_output) -> (logits (B, V), state, weights (B, S))`:
-  the decoder's step. `next_log_probs` is the same step as log-probabilities: what greedy and
-  beam search call (the step interface `search.StepModel`, which an ONNX export also provides).
+  `next_log_probs(prev_tokens (B,), state, encoder_output) -> (log-probabilities (B, V), state,
+  weights (B, S))`: the decoder's step, what greedy and beam search call (the step interface
+  `search.StepModel`, which an ONNX export also provides); `decoder.step` gives its logits.
   Both `EncoderOutput` and `DecoderState` have `index_select(rows)` to repeat rows for K beams
   (B -> B*K) and to reorder hypotheses.
 `EncoderOutput` (defined beside its reader, the decoder) travels whole through decoder and search.
@@ -49,12 +49,6 @@ class Seq2Seq(nn.Module):
 
     def init_state(self, encoder_output: EncoderOutput) -> DecoderState:
         return self.decoder.init_state(encoder_output.final_hidden)
-
-    def decode_step(
-        self, prev_tokens: torch.Tensor, state: DecoderState, encoder_output: EncoderOutput
-    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        """prev_tokens (B,) long -> (logits (B, V), new state, attention weights (B, S))."""
-        return self.decoder.step(prev_tokens, state, encoder_output)
 
     def next_log_probs(
         self,
