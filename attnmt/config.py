@@ -12,13 +12,23 @@ Leaf module: imports nothing from attnmt but `utils` and `config_files`, and no 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from attnmt.config_files import apply_override, config_error, read_yaml
 from attnmt.utils import write_text_atomic
+
+# The choices a command line and the library share, named once: a flag's `choices`, a config's
+# type and the library's own check read these.
+# When a beam search ends a sentence: once K hypotheses have finished (attnmt's rule), or as soon as
+# the best-scored candidate of a step is a finished one (OpenNMT-py's, whose beam then also keeps
+# only the unfinished among the step's top K).
+Stopping = Literal["k_finished", "best_finished"]
+STOPPING: tuple[str, ...] = get_args(Stopping)
+CHECKPOINTS = ("best", "last")  # which checkpoint of a run is loaded (`loading.ModelSpec`)
+ENGINES = ("auto", "torch", "onnxruntime")  # what runs a loaded model (`loading.ModelSpec`)
 
 
 class _Section(BaseModel):
@@ -288,7 +298,7 @@ class DecodeConfig(_Section):
     beam_size: int = Field(5, ge=1, description="hypotheses kept per sentence (1: greedy search)")
     n_best: int = Field(1, ge=1, description="hypotheses `attnmt translate` prints a sentence (its --n-best default)")
     length_penalty: float = Field(1.0, ge=0.0, description="GNMT alpha; 0 = raw log-probability")
-    stopping: Literal["k_finished", "best_finished"] = Field(
+    stopping: Stopping = Field(
         "k_finished",
         description="when beam search ends a sentence: k_finished once beam_size hypotheses have ended; "
         "best_finished as soon as a step's best candidate ends, the beam keeping only the unfinished among "

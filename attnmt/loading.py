@@ -25,7 +25,7 @@ import torch
 
 from attnmt.checkpoint import load_trained, resolve_checkpoint, run_dir_of
 from attnmt.codec import TextCodec
-from attnmt.config import Config, load_config
+from attnmt.config import CHECKPOINTS, ENGINES, Config, load_config
 from attnmt.engine import OnnxModel
 from attnmt.ensemble import Ensemble, check_compatible
 from attnmt.export import export_onnx, is_export, read_export
@@ -37,9 +37,6 @@ from attnmt.shortlist import Shortlist
 from attnmt.shortlist import load as load_shortlist
 from attnmt.translate import Translator
 from attnmt.utils import UserError, choose_device
-
-CHECKPOINTS = ("best", "last")
-ENGINES = ("auto", "torch", "onnxruntime")
 
 
 def _choice(value: str, choices: Sequence[str], field: str) -> None:

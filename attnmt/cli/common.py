@@ -15,6 +15,7 @@ from typing import TextIO
 
 from rich.console import Console
 
+from attnmt.config import CHECKPOINTS, ENGINES, STOPPING
 from attnmt.quantize import BLEU_BOUND
 from attnmt.quantize import CHOICES as QUANTIZE_CHOICES
 from attnmt.utils import Say, UserError, atomic_path
@@ -88,10 +89,10 @@ def add_data_dir(parser: argparse.ArgumentParser) -> None:
 
 def add_loading_arguments(parser: argparse.ArgumentParser) -> None:
     """How to load the model(s): what `loading.ModelSpec` takes besides the paths."""
-    parser.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run")
+    parser.add_argument("--checkpoint", choices=CHECKPOINTS, default="best", help="which checkpoint of a run")
     parser.add_argument(
         "--engine",
-        choices=("auto", "torch", "onnxruntime"),
+        choices=ENGINES,
         default="auto",
         help="what runs the model: auto (onnxruntime for an export, else torch), torch, onnxruntime",
     )
@@ -149,7 +150,7 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--stopping",
-        choices=("k_finished", "best_finished"),
+        choices=STOPPING,
         help="when beam search ends a sentence (default: the run's decode.stopping): once K hypotheses have "
         "ended, or as soon as a step's best candidate ends (OpenNMT-py's rule)",
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from attnmt.cli.common import add_data_dir, printer
+from attnmt.config import CHECKPOINTS
 from attnmt.quantize import BLEU_BOUND
 from attnmt.quantize import CHOICES as QUANTIZE_CHOICES
 
@@ -24,7 +25,7 @@ def add_parser(commands) -> None:
         help="onnx: graphs for onnxruntime; web: a static folder (page, graphs, onnxruntime-web) to serve as files",
     )
     parser.add_argument("--output", metavar="DIR", help="export directory (default: RUN_DIR/export-FORMAT)")
-    parser.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run")
+    parser.add_argument("--checkpoint", choices=CHECKPOINTS, default="best", help="which checkpoint of a run")
     parser.add_argument(
         "--quantize",
         choices=QUANTIZE_CHOICES,

@@ -8,6 +8,7 @@ import argparse
 from rich.console import Console
 
 from attnmt.cli.common import add_data_dir, model_spec, printer
+from attnmt.config import CHECKPOINTS
 
 
 def _at_least(minimum: int):
@@ -44,7 +45,7 @@ def add_parser(commands) -> None:
         metavar="N",
         help=f"most frequent target tokens every batch may produce (default {FREQUENT})",
     )
-    parser.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint checks it")
+    parser.add_argument("--checkpoint", choices=CHECKPOINTS, default="best", help="which checkpoint checks it")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     add_data_dir(parser)
     parser.set_defaults(run=run, engine="auto", quantize="none", shortlist=False)

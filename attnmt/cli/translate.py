@@ -197,7 +197,8 @@ def run(args: argparse.Namespace, console: Console) -> None:
     with contextlib.ExitStack() as stack:
         spec = stack.enter_context(spec.exported())  # a run on onnxruntime: exported once, for every process
         translator = load(spec)
-        options = translator.search_options(job.search.replace(n_best=args.n_best or translator.n_best))
+        n_best = translator.n_best if args.n_best is None else args.n_best  # the run's own by default
+        options = translator.search_options(job.search.replace(n_best=n_best))
 
         def bad_line(number: int, problem: str) -> UserError:
             return MarkupError(f"{where}:{number}: {problem}", field="markup")

@@ -11,6 +11,7 @@
     binarized            a corpus side's token ids on disk, memory-mapped
     prepare              a corpus encoded once and memory-mapped after: what training reads
     batching             token ids -> length-bucketed token batches
+    shares               a training process's batches: its share of each, resegmented, collated, made ahead
     mixing               the starting run's data mixed into a continued run's batches
     stats                what a config's data looks like: pairs, lengths, coverage, padding
 

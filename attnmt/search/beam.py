@@ -189,7 +189,7 @@ def _stopping(
     top_k: torch.Tensor,
     log_probs: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The stopping rule (`options.STOPPING`): which sentences are done (B_a,), and the candidates'
+    """The stopping rule (`config.STOPPING`): which sentences are done (B_a,), and the candidates'
     log-probabilities (B_a, N) where they may live on, -inf elsewhere. A sentence is done at its
     length limit (`last`) or once K hypotheses have finished (`k_finished`), and its unfinished
     candidates may live on; with best_finished (OpenNMT-py's) also once the step's best candidate

@@ -11,13 +11,9 @@ from typing import Any, Protocol
 
 import torch
 
+from attnmt.config import STOPPING
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, PAD
-
-# When a beam search ends a sentence: once K hypotheses have finished (attnmt's rule), or as soon as
-# the best-scored candidate of a step is a finished one (OpenNMT-py's, whose beam then also keeps
-# only the unfinished among the step's top K).
-STOPPING = ("k_finished", "best_finished")
 
 
 @dataclass(frozen=True)
@@ -48,7 +44,7 @@ class SearchOptions:
     """How to search, under the names of the config's `decode` section.
 
     beam_size 1 with n_best 1 is greedy search. length_penalty is GNMT's alpha (0 ranks by raw
-    log-probability). stopping says when a beam search ends a sentence (`STOPPING`). Each
+    log-probability). stopping says when a beam search ends a sentence (`config.STOPPING`). Each
     sentence may produce at most max_length_a * source length + max_length_b tokens, EOS
     included, and never more than max_length when that is set; and at least min_length tokens
     before EOS where that limit leaves room (`min_length.MinLength`).
