@@ -18,7 +18,8 @@ import attnmt
 from attnmt.provenance import content_hash, with_content_hash
 from benchmarks.measure import write_results
 from tools import docs_site
-from tools.quote import END_MARKER, FIGURE, MARKER, RENDERERS, ROOT, main, render, render_figure, requote
+from tools.figures import render_figure
+from tools.quote import END_MARKER, FIGURE, MARKER, RENDERERS, ROOT, main, render, requote
 from tools.raw_results import (
     LEGACY,
     MOVED,
@@ -479,10 +480,11 @@ def test_annotations_are_dated_notes():
 
 
 def _results_root(tmp_path, monkeypatch):
+    import tools.figures
     import tools.quote
     import tools.raw_results
 
-    for module in (tools.quote, tools.raw_results):
+    for module in (tools.figures, tools.quote, tools.raw_results):
         monkeypatch.setattr(module, "ROOT", tmp_path)
     (tmp_path / "docs" / "results").mkdir(parents=True)
     return tmp_path

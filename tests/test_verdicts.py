@@ -5,7 +5,7 @@ import glob
 import pytest
 
 from attnmt.metrics import pooled_bootstrap
-from tools.quote import ROOT
+from tools.figures import ROOT
 from tools.verdicts import check, compare_verdict, goal_verdict, main
 
 

@@ -3,8 +3,10 @@
 The index below lists every module of this package, one line each (`tests/test_tools.py` holds it
 to the modules present):
 
-- `quote`: the tables in the README and docs, rewritten from (or checked against) the committed
-  raw results and the layering table of `tests/test_layering.py`.
+- `quote`: the tables and figures in the README and docs, rewritten from (or checked against)
+  the committed raw results and the layering table of `tests/test_layering.py`.
+- `figures`: a figure's expression (`<!-- figure: FILE EXPR {FORMAT} -->`) computed: paths into
+  a raw result's JSON and arithmetic over them; `quote` and `verdicts` read raw results through it.
 - `machines`: the machine a figure ran on, named in prose and checked against its raw result.
 - `verdicts`: every verdict word (met, missed, ahead, level, within noise) recomputed by the
   verdict rules from its raw result, and a race's comparisons pooled over its seeds.

@@ -19,16 +19,11 @@ expression over it and the figure's format:
 
     trains 1.4x<!-- figure: benchmarks/results/peers-speed.json a.b / c.d {:.1f}x --> as many
 
-The expression is arithmetic (`+ - * /`, parentheses, numbers, `min max mean median sd abs`) over paths
-into the JSON: keys joined by dots (`systems.opennmt-py.parameters`; put spaces around a minus
-sign), `[2]` for a list's item, `['a key, with spaces']` for such a key, and
-`[clients=8,batching=true]` for the one item of a list with those fields. The format is
-`str.format`'s, one field, with the figure's unit if any and no spaces (`{:.1f}x`, `{:,.0f}`,
-`{:.0f}%`, `256<!-- ... {:.0f} --> ms`, and `{:+.2f}` for a difference that may be negative: a
-sign before a figure is part of it, a hyphen after a digit is a range's). A ratio or a difference
-is computed here from the raw values, so its rounding is the format's, never a rounded figure's.
-A figure computed from two results files names both, joined by a comma, and its paths then start
-with each file's name without `.json` (`a.json,b.json a.runs[0].bleu - b.runs[0].bleu {:+.2f}`).
+The expression is arithmetic over paths into the results' JSON, computed from the raw values by
+`tools.figures`, whose docstring gives its syntax (paths, list selectors, functions, a figure from
+two files). The format is `str.format`'s, one field, with the figure's unit if any and no spaces
+(`{:.1f}x`, `{:,.0f}`, `{:.0f}%`, `256<!-- ... {:.0f} --> ms`, and `{:+.2f}` for a difference that
+may be negative: a sign before a figure is part of it, a hyphen after a digit is a range's).
 A table or figure is refused from a raw result whose code is unknown or was edited while it ran,
 or whose content no longer matches its hash (`tools.raw_results`, which lists the older files
 exempted), except on a history page (first line `<!-- history: one sentence -->`: figures from
@@ -46,7 +41,6 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
-import json
 import re
 import statistics
 import sys
@@ -54,7 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from benchmarks.adaptation import adaptation_rows
+from benchmarks.adaptation_report import adaptation_rows
 from benchmarks.engines import engine_rows
 from benchmarks.gpu import gpu_rows
 from benchmarks.large_file import large_file_rows
@@ -73,13 +67,12 @@ from benchmarks.serving import serving_rows
 from benchmarks.web import web_rows
 from tools.attention_focus import focus_rows
 from tools.distillation_runs import run_rows
+from tools.figures import ROOT, read_result, render_figure
 from tools.init_parts import parts_rows
 from tools.machines import check_machines
 from tools.multi30k_table import summary_rows, table_rows
-from tools.raw_results import FIGURE, MARKER, is_history, refusal, share_report
+from tools.raw_results import FIGURE, MARKER, is_history, share_report
 from tools.screen_results import screen_table
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _speed_table(index: int) -> Callable[[dict], list[str]]:
@@ -246,10 +239,7 @@ def _source(path: str, history: bool = False) -> dict | ModuleType:
     """A results file's data, or a Python file (the layering test) loaded as a module without running its tests."""
     file = ROOT / path
     if file.suffix != ".py":
-        refused = refusal(path, history=history)  # unknown or edited code, or edited by hand (tools.raw_results)
-        if refused:
-            raise ValueError(refused)
-        return json.loads(file.read_text(encoding="utf-8"))
+        return read_result(path, history=history)
     spec = importlib.util.spec_from_file_location(file.stem, file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -280,97 +270,9 @@ def _quoted_length(lines: list[str], start: int) -> int:
 
 # --- figures in prose ----------------------------------------------------------------------------
 
-_PATH = re.compile(r"[A-Za-z_][\w-]*(?:\.[\w-]+|\[[^\]]*\])*")
-_SEGMENT = re.compile(r"\.?([\w-]+)|\[([^\]]*)\]")
-FUNCTIONS = {
-    "min": min,
-    "max": max,
-    "mean": lambda *values: statistics.mean(values),
-    "median": lambda *values: statistics.median(values),  # of the seeds, as every table's summary gives it
-    "sd": lambda *values: statistics.stdev(values),  # the sample deviation, as the sweep report's tables give it
-    "abs": abs,
-}
-_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd)
-_NODES += (ast.Constant, ast.Name, ast.Load, ast.Call)
 # a number as prose writes it: digits with thousands commas and a fraction, a sign only where it is
 # not part of a range ("1.3-1.45x") or the end of a comment ("-->-1.45x")
 _NUMBER = r"(?:(?<![\w.,>])[+\-−])?(?<![\d.,])\d[\d,]*(?:\.\d+)?"
-
-
-def _select(items: list, selector: str, path: str):
-    """The one item of `items` whose fields equal `selector`'s (`clients=8,batching=true`)."""
-    wanted = {}
-    for pair in selector.split(","):
-        key, _, value = pair.partition("=")
-        try:
-            wanted[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            wanted[key.strip()] = value.strip()
-    found = [item for item in items if all(item.get(key) == value for key, value in wanted.items())]
-    if len(found) != 1:
-        raise ValueError(f"{path}: [{selector}] matches {len(found)} items, expected one")
-    return found[0]
-
-
-def lookup(data, path: str):
-    """The value at `path` (`systems.attnmt.training.tokens_per_s.median`, `runs[2]`, `modes['a b']`,
-    `configurations[clients=8,batching=true]`) in the JSON `data`."""
-    value, position = data, 0
-    for match in _SEGMENT.finditer(path):
-        if match.start() != position:
-            break
-        position = match.end()
-        key, bracket = match[1], match[2]
-        try:
-            if key is not None:
-                value = value[key]
-            elif bracket.isdigit():
-                value = value[int(bracket)]
-            elif bracket[:1] in "'\"" and bracket[-1:] == bracket[:1]:
-                value = value[bracket[1:-1]]
-            else:
-                value = _select(value, bracket, path)
-        except (KeyError, IndexError, TypeError):
-            raise ValueError(f"{path}: no {key or '[' + bracket + ']'} there") from None
-    if position != len(path):
-        raise ValueError(f"{path}: cannot read it as a path after {path[:position]!r}")
-    return value
-
-
-def evaluate(data, expression: str) -> float:
-    """`expression` (arithmetic over paths into `data`, see the module docstring) computed."""
-    names: dict[str, object] = dict(FUNCTIONS)
-
-    def name(match: re.Match) -> str:
-        if match[0] in FUNCTIONS and expression[match.end() :].lstrip().startswith("("):
-            return match[0]
-        names[f"_{len(names)}"] = lookup(data, match[0])
-        return f"_{len(names) - 1}"
-
-    code = _PATH.sub(name, expression)
-    try:
-        tree = ast.parse(code, mode="eval")
-    except SyntaxError:
-        raise ValueError(f"{expression}: not an expression") from None
-    for node in ast.walk(tree):
-        called = node.func if isinstance(node, ast.Call) else None
-        if not isinstance(node, _NODES) or (called and getattr(called, "id", None) not in FUNCTIONS):
-            raise ValueError(f"{expression}: only + - * /, numbers, paths and {', '.join(FUNCTIONS)}")
-    return eval(compile(tree, "<figure>", "eval"), {"__builtins__": {}}, names)  # the nodes are checked above
-
-
-def _figure_data(paths: str, history: bool) -> dict:
-    """The data a figure's expression reads: one results file's, or several (`a.json,b.json`) under
-    their names without `.json`."""
-    files = paths.split(",")
-    if len(files) == 1:
-        return _source(files[0], history)
-    return {Path(file).stem: _source(file, history) for file in files}
-
-
-def render_figure(path: str, expression: str, template: str, *, history: bool = False) -> str:
-    """The figure's text: `template` (`{:.1f}x`) filled with `expression` over the results file(s) `path`."""
-    return template.format(evaluate(_figure_data(path, history), expression))
 
 
 def _figure_pattern(template: str) -> re.Pattern:

@@ -19,7 +19,7 @@ in a checked page carries, right after it, a comment that names its evidence:
     behind<!-- verdict: compare docs/results/peers-quality-identical-3-pooled.json test2016.beam5_tuned -->
     level<!-- verdict: none, a word of the change it describes -->     (a use that is no verdict)
 
-A goal's paths are read with `tools.quote`'s path syntax, one a seed, separated by `;`; a
+A goal's paths are read with `tools.figures`' path syntax, one a seed, separated by `;`; a
 comparison's path leads to a record with `delta`, `low` and `high` (what `--pool` writes). The
 word must be the one the rules give: `met`, `missed`, `within noise`, `ahead`, `level` (a
 comparison "behind" is written as that word, which is checked too). A word in italics (`*met*`)
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from attnmt.metrics import pooled_bootstrap
 from attnmt.provenance import code_state, with_content_hash
-from tools.quote import ROOT, _source, lookup
+from tools.figures import ROOT, lookup, read_result
 from tools.raw_results import is_history
 
 # "behind" is checked where a verdict comment names it; elsewhere it is mostly "the reason behind"
@@ -77,14 +77,14 @@ def judge(evidence: str) -> tuple[str | None, str]:
         return "", rest
     if kind == "goal":
         target, path, expressions = rest.split(" ", 2)
-        data = _source(path)
+        data = read_result(path)
         values = [float(lookup(data, expression.strip())) for expression in expressions.split(";")]
         word = goal_verdict(values, float(target))
         median = statistics.median(values)
         return word, f"median {median:.2f} of {len(values)} seeds (spread {max(values) - min(values):.2f}) for {target}"
     if kind == "compare":
         path, expression = rest.split(" ", 1)
-        record = lookup(_source(path), expression.strip())
+        record = lookup(read_result(path), expression.strip())
         interval = f"{record['delta']:+.2f}, 95% interval {record['low']:+.2f} to {record['high']:+.2f}"
         return compare_verdict(record), f"{interval} over {record['seeds']} seeds"
     raise ValueError(f"unknown verdict kind {kind!r}: goal, compare or 'none,'")
