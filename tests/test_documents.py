@@ -160,3 +160,25 @@ def test_the_api_translates_paragraphs_and_refuses_what_a_document_cannot_take(r
             refused = client.post("/v1/translate", json={**body, **extra})
             assert refused.status_code == 422 and refused.json()["field"] == field, refused.text
             assert message in refused.json()["error"]
+
+
+def test_a_job_joins_paragraphs_whose_sentences_fall_in_different_windows(reverse_run):
+    """The job's paragraphs are the same whether a window holds them whole or cuts them (a window
+    of two sentences cuts the first paragraph), and blank lines come back blank."""
+    from attnmt.jobs.job import TranslationJob
+    from attnmt.loading import ModelSpec, load
+    from attnmt.stream import translate_windows
+
+    translator = load(ModelSpec(reverse_run))
+    paragraphs = ["a b c! d e f? g h.", "", "a b c.", "", ""]
+
+    def translated(window: int) -> list[str]:
+        bound = TranslationJob(document=True).bind(translator)
+        chunks = translate_windows(
+            bound.sources(paragraphs), translator.search_options(), translator=translator, window=window
+        )
+        return [unit.translation.text for units in bound.finish(chunks) for unit in units]
+
+    whole = translated(1000)
+    assert translated(2) == whole and translated(1) == whole
+    assert len(whole) == 5 and whole[1] == whole[3] == whole[4] == ""

@@ -151,6 +151,7 @@ class Documents:
     def __init__(self, language: str, count_tokens: Callable[[str], int], limit: int, say: Callable[[str], None]):
         self.language, self.count_tokens, self.limit, self.say = language, count_tokens, limit, say
         self.pending: deque[Paragraph] = deque()
+        self.done: list = []  # translations of the first pending paragraph's sentences, so far
         self.lines = 0  # read so far, over every call: lines are numbered from 1 across them
 
     def sentences(self, lines: Iterable[str]) -> Iterator[str]:
@@ -161,16 +162,29 @@ class Documents:
             yield from paragraph.sentences
 
     def joined(self, translated: Iterable[Sequence]) -> Iterator[tuple[Paragraph, list]]:
-        done: list = []
         for chunk in translated:
-            done.extend(chunk)
-            while self.pending and len(done) >= len(self.pending[0].sentences):
-                paragraph = self.pending.popleft()
-                count = len(paragraph.sentences)
-                yield paragraph, done[:count]
-                del done[:count]
-        while self.pending:  # blank lines after the last sentence: nothing of theirs was translated
+            yield from self.completed(chunk)
+        yield from self.rest()
+
+    def completed(self, chunk: Sequence) -> list[tuple[Paragraph, list]]:
+        """The paragraphs that `chunk`, the next translations in order, completes, each with its
+        translations; a paragraph whose sentences the chunks split waits for its last one."""
+        self.done.extend(chunk)
+        complete = []
+        while self.pending and len(self.done) >= len(self.pending[0].sentences):
+            paragraph = self.pending.popleft()
+            count = len(paragraph.sentences)
+            complete.append((paragraph, self.done[:count]))
+            del self.done[:count]
+        return complete
+
+    def rest(self) -> list[tuple[Paragraph, list]]:
+        """At the end of the input: the blank lines after the last sentence, which had nothing
+        translated; a paragraph still waiting for translations is an error."""
+        rest = []
+        while self.pending:
             paragraph = self.pending.popleft()
             if paragraph.sentences:
                 raise UserError(f"line {paragraph.number}: its sentences were not all translated")
-            yield paragraph, []
+            rest.append((paragraph, []))
+        return rest

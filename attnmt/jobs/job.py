@@ -185,11 +185,14 @@ class BoundJob:
     def finish(self, chunks: Iterable[Sequence[Translation]]) -> Iterator[list[Finished]]:
         """The translations of `sources`' output, in order and in chunks of any size, back as the
         sentences or paragraphs each chunk completes (a list, maybe empty, per chunk)."""
+        documents = self.documents
         for chunk in chunks:
-            if self.documents is None:
+            if documents is None:
                 yield [self._finished([translation]) for translation in chunk]
             else:
-                yield [self._finished(done, paragraph) for paragraph, done in self.documents.joined([chunk])]
+                yield [self._finished(done, paragraph) for paragraph, done in documents.completed(chunk)]
+        if documents is not None and (rest := documents.rest()):
+            yield [self._finished(done, paragraph) for paragraph, done in rest]
 
     def _finished(self, sentences: list[Translation], paragraph: Paragraph | None = None) -> Finished:
         marked = self.marked.popleft() if self.job.markup is not None else None

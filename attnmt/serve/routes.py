@@ -99,7 +99,7 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
             "too many requests queued; try again shortly", field="server", limit=limit, status=503
         ) from None
     translations = await state.within_timeout(asyncio.wrap_future(future))
-    [finished] = bound.finish([translations])
+    finished = [unit for units in bound.finish([translations]) for unit in units]
     answers = []
     for unit in finished:
         for index, sentence in enumerate(unit.sentences):
