@@ -181,7 +181,7 @@ class Documents:
     def rest(self) -> list[tuple[Paragraph, list]]:
         """At the end of the input: the blank lines after the last sentence, which had nothing
         translated; a paragraph still waiting for translations is an error."""
-        rest = []
+        rest: list[tuple[Paragraph, list]] = []
         while self.pending:
             paragraph = self.pending.popleft()
             if paragraph.sentences:
