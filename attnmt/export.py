@@ -46,6 +46,7 @@ from torch import nn
 
 from attnmt.checkpoint import load_trained
 from attnmt.models.decoder import DecoderState, EncoderOutput
+from attnmt.models.rnn import make_rnn
 from attnmt.models.seq2seq import Attention, Seq2Seq
 from attnmt.shortlist import FILENAME as SHORTLIST_FILE
 from attnmt.utils import UserError, atomic_folder, naming_file, replace_folder
@@ -79,12 +80,13 @@ class UnpackedEncoder(nn.Module):
         encoder = model.encoder
         self.embedding, self.attention = encoder.embedding, cast(Attention, model.decoder.attention)
         rnn = encoder.rnn
+        kind = "lstm" if isinstance(rnn, nn.LSTM) else "gru"
         self.directions = encoder.directions
         self.layers = nn.ModuleList()
         for layer in range(rnn.num_layers):
             for suffix in ("", "_reverse")[: self.directions]:
                 input_size = rnn.input_size if layer == 0 else encoder.output_size
-                single = type(rnn)(input_size, rnn.hidden_size, batch_first=True)
+                single = make_rnn(kind, input_size, rnn.hidden_size, num_layers=1, dropout=0.0)
                 for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
                     setattr(single, f"{name}_l0", getattr(rnn, f"{name}_l{layer}{suffix}"))  # shared, not copied
                 self.layers.append(single)

@@ -2,7 +2,7 @@
 
     attention  stateless attention scorers: (query, keys, projected_keys, mask) -> (context, weights)
     dropout    word dropout and locked (variational) dropout
-    rnn        the decoders' GRU / LSTM, over a whole sequence or one step through its gate equations
+    rnn        the GRU / LSTM of the encoder and the decoders, over a sequence or one step by its gates
     encoder    embedding + (bidirectional, multi-layer) GRU or LSTM over packed sequences
     decoder    Bahdanau- and Luong-style decoders, the bridge that starts them, and their state
     seq2seq    `Seq2Seq` (encoder + decoder), `build_model` (the one reader of the model config)

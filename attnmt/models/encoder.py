@@ -12,6 +12,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnmt.models.dropout import LockedDropout, WordDropout
+from attnmt.models.rnn import make_rnn
 
 
 class Encoder(nn.Module):
@@ -37,21 +38,12 @@ class Encoder(nn.Module):
         padding_idx: int = 0,
     ):
         super().__init__()
-        if rnn not in ("gru", "lstm"):
-            raise ValueError(f"unknown rnn {rnn!r}; expected gru or lstm")
+        # Made in this order, as always: the modules' order is the parameters' order, which fixes
+        # what a seed draws for each and how a saved optimizer state maps onto them.
         self.embedding = nn.Embedding(vocab_size, embedding_size, padding_idx=padding_idx)
         self.dropout = LockedDropout(dropout) if locked_dropout else nn.Dropout(dropout)
         self.word_dropout = WordDropout(word_dropout)
-        rnn_class = nn.GRU if rnn == "gru" else nn.LSTM
-        self.rnn = rnn_class(
-            embedding_size,
-            hidden_size,
-            num_layers=num_layers,
-            batch_first=True,
-            bidirectional=bidirectional,
-            # torch warns about inter-layer dropout with one layer, where it would do nothing
-            dropout=dropout if num_layers > 1 else 0.0,
-        )
+        self.rnn = make_rnn(rnn, embedding_size, hidden_size, num_layers, dropout, bidirectional=bidirectional)
         self.num_layers = num_layers
         self.directions = 2 if bidirectional else 1
         self.output_size = hidden_size * self.directions

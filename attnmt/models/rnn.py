@@ -1,5 +1,5 @@
-"""The decoders' RNNs: an nn.GRU / nn.LSTM, run over a whole sequence in one call or one step at a
-time through its gate equations, written out.
+"""The RNNs: an nn.GRU / nn.LSTM made one way for the encoder and the decoders, run over a whole
+sequence in one call or one step at a time through its gate equations, written out.
 
 Speed by construction. The RNN parameters live in an nn.GRU / nn.LSTM, so where no step
 depends on attention through recurrence (Luong without input feeding; no attention at all)
@@ -72,11 +72,18 @@ def rnn_step(rnn: nn.RNNBase, input_gates: torch.Tensor, hidden: torch.Tensor, c
     return torch.stack(new_hidden), (torch.stack(new_cell) if cell is not None else None)  # (L, B, H)
 
 
-def make_rnn(kind: str, input_size: int, hidden_size: int, num_layers: int, dropout: float) -> nn.RNNBase:
+def make_rnn(
+    kind: str, input_size: int, hidden_size: int, num_layers: int, dropout: float, *, bidirectional: bool = False
+) -> nn.RNNBase:
+    """The encoder's and the decoders' nn.GRU or nn.LSTM, batch first, `dropout` between layers."""
     if kind not in ("gru", "lstm"):
         raise ValueError(f"unknown rnn {kind!r}; expected gru or lstm")
     rnn_class = nn.GRU if kind == "gru" else nn.LSTM
-    return rnn_class(input_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+    # torch warns about inter-layer dropout with one layer, where it would do nothing
+    between_layers = dropout if num_layers > 1 else 0.0
+    return rnn_class(
+        input_size, hidden_size, num_layers, batch_first=True, dropout=between_layers, bidirectional=bidirectional
+    )
 
 
 def split_input_weight(rnn: nn.RNNBase, embedding_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
