@@ -34,8 +34,9 @@ from attnmt.translate import MAX_SOURCE_TOKENS, Translator, warn
 from attnmt.translation import Source, Translation
 from attnmt.utils import UserError
 
-# The features a job combines: the API's field (a refusal's `field`) -> what it is, in the words a
-# refusal uses. `alignment` is the CLI's alone; the API returns attention, from which it follows.
+# The features a job combines, each named by the API's field that asks for it (a refusal's `field`;
+# `attention` is the API's `return_attention`) -> what it is. `alignment` is the CLI's alone; the
+# API returns attention, from which it follows.
 FEATURES = {
     "document": "each line a paragraph, cut into sentences",
     "markup": "inline tags, put back around the aligned target words",
@@ -196,6 +197,11 @@ class BoundJob:
 
     def _finished(self, sentences: list[Translation], paragraph: Paragraph | None = None) -> Finished:
         marked = self.marked.popleft() if self.job.markup is not None else None
+        applied = None
+        if self.glossary is not None:
+            applied = [self.glossary.applied(t.source, t.missing_required_phrases) for t in sentences]
+        if paragraph is None and marked is None:  # a plain sentence is written as it was translated
+            return Finished(sentences[0], sentences, applied)
         depth = max((1 + len(t.alternatives) for t in sentences), default=1)
         ranked = []
         for k in range(depth):
@@ -208,9 +214,6 @@ class BoundJob:
             ranked.append(dataclasses.replace(one, alternatives=[]))
         best = ranked[0]
         best.alternatives = ranked[1:]
-        applied = None
-        if self.glossary is not None:
-            applied = [self.glossary.applied(t.source, t.missing_required_phrases) for t in sentences]
         return Finished(best, sentences, applied)
 
 
