@@ -70,6 +70,13 @@ def test_non_utf8_input_names_the_file_and_line(reverse_run, tmp_path, capsys, m
     assert "<stdin>:2: not valid UTF-8" in run_error(capsys, "translate", str(reverse_run))
 
 
+@pytest.mark.parametrize("mode", [[], ["--document"], ["--markup", "html"]])
+def test_an_input_file_that_is_not_there_is_one_line(reverse_run, tmp_path, capsys, mode):
+    missing, output = tmp_path / "missing.txt", tmp_path / "out.txt"
+    line = run_error(capsys, "translate", str(reverse_run), "--input", str(missing), "--output", str(output), *mode)
+    assert line.endswith(f"{missing}: file not found") and not output.exists()
+
+
 @pytest.mark.parametrize("beam", ["0", "-3"])
 def test_beam_size_below_1_is_an_error(reverse_run, capsys, beam):
     line = run_error(capsys, "translate", str(reverse_run), "a", "--beam", beam)

@@ -81,7 +81,7 @@ def _decoded(handle: BinaryIO, name: str) -> Iterator[str]:
 def count_lines(path: str) -> int:
     """How many lines `stream_lines(path)` will give, counted in blocks (a progress bar's total)."""
     lines, last = 0, b"\n"
-    with Path(path).open("rb") as handle:
+    with reading(path), Path(path).open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             lines += block.count(b"\n")
             last = block[-1:]
