@@ -30,7 +30,7 @@ from safetensors.torch import load_file
 from safetensors.torch import save as serialize_weights
 
 from attnmt.config import Config, load_config
-from attnmt.models.seq2seq import Seq2Seq, build_model
+from attnmt.models.seq2seq import Model, build_model
 from attnmt.utils import UserError, atomic_folder, naming_file, sync_folder, write_text_atomic
 from attnmt.vocab import Vocab
 
@@ -346,7 +346,7 @@ def load_trainer_state(checkpoint: str | Path) -> dict[str, Any]:
 class TrainedModel:
     """A run's model with the weights of one checkpoint, in eval mode on the CPU."""
 
-    model: Seq2Seq
+    model: Model
     config: Config
     checkpoint: Path
 

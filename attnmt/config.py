@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from attnmt.config_files import apply_override, config_error, read_yaml
 from attnmt.utils import write_text_atomic
@@ -117,7 +117,37 @@ class DataConfig(_Section):
     synthetic_max_len: int = Field(10, ge=2, description="maximum sequence length for synthetic tasks")
 
 
+# The settings one family reads; every other setting of `model` applies to both.
+RNN_SETTINGS = (
+    "rnn",
+    "embedding_size",
+    "encoder_hidden",
+    "bidirectional",
+    "decoder_hidden",
+    "attention",
+    "attention_size",
+    "decoder",
+    "input_feeding",
+    "bridge",
+    "locked_dropout",
+    "feed_dropout",
+    "attentional_tanh",
+    "attention_bias",
+    "init",
+    "init_scale",
+)
+TRANSFORMER_SETTINGS = ("d_model", "heads", "feed_forward", "attention_dropout", "norm", "alignment_layer")
+FAMILY_SETTINGS = dict.fromkeys(RNN_SETTINGS, "rnn") | dict.fromkeys(TRANSFORMER_SETTINGS, "transformer")
+# Where a transformer's default differs from the field's (the recurrent family's): the base
+# model's depth and dropout (Vaswani et al. 2017).
+TRANSFORMER_DEFAULTS: dict[str, Any] = {"encoder_layers": 6, "decoder_layers": 6, "dropout": 0.1}
+
+
 class ModelConfig(_Section):
+    family: Literal["rnn", "transformer"] = Field(
+        "rnn",
+        description="rnn: a recurrent encoder-decoder with attention; transformer: self-attention (Vaswani et al.)",
+    )
     rnn: Literal["gru", "lstm"] = Field("gru", description="the recurrent cell of encoder and decoder")
     embedding_size: int = Field(256, ge=1, description="word embedding size, both sides")
     encoder_hidden: int = Field(256, ge=1, description="per direction")
@@ -173,6 +203,59 @@ class ModelConfig(_Section):
         "uniform", description="uniform U(-init_scale, init_scale), or xavier (Glorot)"
     )
     init_scale: float = Field(0.1, gt=0.0, description="range of the uniform init")
+    d_model: int = Field(256, ge=1, description="transformer: the size of every embedding and layer output")
+    heads: int = Field(4, ge=1, description="transformer: attention heads per layer (they divide d_model)")
+    feed_forward: int = Field(1024, ge=1, description="transformer: the feed-forward sublayer's inner size")
+    attention_dropout: float = Field(
+        0.1, ge=0.0, lt=1.0, description="transformer: dropout on the attention weights in training"
+    )
+    norm: Literal["pre", "post"] = Field(
+        "pre",
+        description="transformer: layer norm before each sublayer (pre, with a final norm; trains without "
+        "warmup tricks) or after each residual sum (post, as Vaswani et al.)",
+    )
+    alignment_layer: int | None = Field(
+        None,
+        description="transformer: the decoder layer (0-based; negative counts from the top) whose "
+        "cross-attention, averaged over its heads, is the model's attention for alignments, markup and "
+        "heatmaps (None: the measured default, ALIGNMENT_LAYER)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _family_defaults(cls, raw: Any) -> Any:
+        """A transformer's own defaults for the settings both families share, where not given."""
+        if isinstance(raw, dict) and raw.get("family") == "transformer":
+            return TRANSFORMER_DEFAULTS | raw
+        return raw
+
+    @model_validator(mode="after")
+    def _settings_of_the_family(self) -> ModelConfig:
+        foreign = sorted(self.model_fields_set & (FAMILY_SETTINGS.keys() - set(self.settings())))
+        if foreign:
+            raise ValueError(
+                f"{', '.join(foreign)} {'does' if len(foreign) == 1 else 'do'} not apply to family {self.family}; "
+                f"remove {'it' if len(foreign) == 1 else 'them'} or set family: {FAMILY_SETTINGS[foreign[0]]}"
+            )
+        if self.family == "transformer" and self.d_model % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide d_model ({self.d_model})")
+        if self.family == "transformer" and self.d_model % 2:
+            raise ValueError(f"d_model must be even (sine and cosine positions come in pairs), got {self.d_model}")
+        if self.alignment_layer is not None and not -self.decoder_layers <= self.alignment_layer < self.decoder_layers:
+            raise ValueError(
+                f"alignment_layer {self.alignment_layer} is not a decoder layer: expected "
+                f"{-self.decoder_layers} to {self.decoder_layers - 1}"
+            )
+        return self
+
+    def settings(self) -> tuple[str, ...]:
+        """The names of the settings that apply to this config's family, in field order."""
+        return tuple(name for name in type(self).model_fields if FAMILY_SETTINGS.get(name, self.family) == self.family)
+
+    @model_serializer(mode="wrap")
+    def _applicable_only(self, handler) -> dict[str, Any]:
+        # A resolved config holds only its family's settings, so that it validates again.
+        return {name: value for name, value in handler(self).items() if name in self.settings()}
 
     @model_validator(mode="after")
     def _copy_bridge_fits(self) -> ModelConfig:
@@ -338,6 +421,11 @@ class Config(_Section):
             raise ValueError(
                 "model.locked_dropout needs train.teacher_forcing: 1.0 (its masks are drawn for the whole "
                 "teacher-forced sentence; sampled feeding steps one token at a time)"
+            )
+        if self.model.family == "transformer" and self.train.teacher_forcing < 1.0:
+            raise ValueError(
+                "train.teacher_forcing below 1 (scheduled sampling) applies to family rnn only: a transformer "
+                "is trained on every position at once"
             )
         if self.data.subword_sampling > 0 and self.data.tokenizer != "sentencepiece":
             raise ValueError("data.subword_sampling needs data.tokenizer: sentencepiece (word tokens have no pieces)")

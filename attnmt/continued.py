@@ -42,6 +42,7 @@ from attnmt.utils import UserError, write_text_atomic
 
 # What must equal the starting run's: the shapes of the weights and what the ids mean.
 MODEL_SETTINGS = (
+    "family",
     "rnn",
     "embedding_size",
     "encoder_hidden",
@@ -56,6 +57,10 @@ MODEL_SETTINGS = (
     "bridge",
     "tie_embeddings",
     "tie_source_embeddings",
+    "d_model",
+    "heads",
+    "feed_forward",
+    "norm",
 )
 DATA_SETTINGS = ("src_lang", "tgt_lang", "tokenizer", "lowercase", "shared_vocab", "spm_model_type", "spm_vocab_size")
 WARMUP_STEPS = 100  # of continued training's default schedule
@@ -192,7 +197,7 @@ class Continuation:
             load_start_weights(model, self.start)
             notes.append(f"continuing from {self.start.checkpoint} (step {self.start.step})")
             trained = (len(self.given.codec.src_vocab), len(self.given.codec.tgt_vocab))
-            now = (model.encoder.embedding.num_embeddings, model.decoder.embedding.num_embeddings)  # type: ignore[union-attr]  # a Seq2Seq; the layering keeps model.py out of here
+            now = (model.encoder.embedding.num_embeddings, model.decoder.embedding.num_embeddings)  # type: ignore[union-attr]  # a model of either family; the layering keeps models out of here
             if now != trained:
                 notes.append(
                     f"vocabularies extended by the new corpus: source {trained[0]:,} -> {now[0]:,}, target "

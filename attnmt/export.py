@@ -44,7 +44,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from attnmt.checkpoint import load_trained
+from attnmt.checkpoint import TrainedModel, load_trained
 from attnmt.models.decoder import DecoderState, EncoderOutput
 from attnmt.models.rnn import make_rnn
 from attnmt.models.seq2seq import Attention, Seq2Seq
@@ -295,6 +295,17 @@ def check_output(output: Path) -> None:
         raise UserError(f"{output}: exists and is not an export; choose a new folder", field="output")
 
 
+def check_exportable(trained: TrainedModel) -> None:
+    """The step graphs an export holds (and the web page runs) are the recurrent family's: a
+    transformer run is a UserError naming what is missing."""
+    if trained.config.model.family != "rnn":
+        raise UserError(
+            f"{trained.run_dir}: a {trained.config.model.family} run cannot be exported yet (the ONNX and web-page "
+            "graphs are the rnn family's); translate and serve it with the torch engine",
+            field="model.family",
+        )
+
+
 def export_onnx(path: str | Path, output: str | Path, *, which: str = "best", shortlist: bool = True) -> Path:
     """Export the `which` checkpoint of run `path` into directory `output`, written whole or not at all.
 
@@ -304,7 +315,8 @@ def export_onnx(path: str | Path, output: str | Path, *, which: str = "best", sh
     import attnmt
 
     trained = load_trained(path, which)
-    model, config = trained.model.cpu().eval(), trained.config
+    check_exportable(trained)
+    model, config = cast(Seq2Seq, trained.model.cpu().eval()), trained.config  # a recurrent one, checked above
     output = Path(output)
     check_output(output)
     src = torch.randint(4, model.encoder.embedding.num_embeddings, (EXAMPLE_BATCH, EXAMPLE_SOURCE))

@@ -150,6 +150,13 @@ def load(spec: ModelSpec) -> Translator:
     if len(members) == 1:
         return members[0]
     check_compatible([(path, member.codec) for path, member in zip(spec.paths, members, strict=True)])
+    for path, member in zip(spec.paths[1:], members[1:], strict=True):
+        if member.config.model.family != members[0].config.model.family:  # an ensemble is of one family
+            raise UserError(
+                f"{path}: a {member.config.model.family} run, but {spec.paths[0]} is a "
+                f"{members[0].config.model.family} run; an ensemble's runs are of one model family",
+                field="ensemble",
+            )
     first = members[0]
     return Translator(
         Ensemble([member.model for member in members], attention=spec.ensemble_attention),

@@ -61,6 +61,23 @@ def _rows(attention: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
     return attention
 
 
+# The settings `Translator.describe` names a model's architecture by, per family.
+ARCHITECTURE = {
+    "rnn": (
+        "rnn",
+        "attention",
+        "decoder",
+        "embedding_size",
+        "encoder_hidden",
+        "encoder_layers",
+        "bidirectional",
+        "decoder_hidden",
+        "decoder_layers",
+    ),
+    "transformer": ("d_model", "heads", "feed_forward", "encoder_layers", "decoder_layers", "norm"),
+}
+
+
 class Translator:
     """A trained model with its tokenizers, vocabularies and decoding defaults."""
 
@@ -142,19 +159,8 @@ class Translator:
         return {
             "source_language": config.data.src_lang,
             "target_language": config.data.tgt_lang,
-            "architecture": {
-                "rnn": model.rnn,
-                "attention": model.attention,
-                "decoder": model.decoder,
-                "embedding_size": model.embedding_size,
-                "encoder_hidden": model.encoder_hidden,
-                "encoder_layers": model.encoder_layers,
-                "bidirectional": model.bidirectional,
-                "decoder_hidden": model.decoder_hidden,
-                "decoder_layers": model.decoder_layers,
-                "tokenizer": config.data.tokenizer,
-                "parameters": self.parameters,
-            },
+            "architecture": {name: getattr(model, name) for name in ("family", *ARCHITECTURE[model.family])}
+            | {"tokenizer": config.data.tokenizer, "parameters": self.parameters},
             "valid_metric": config.train.early_stopping_metric,
             "decoding": {
                 "beam_size": config.decode.beam_size,

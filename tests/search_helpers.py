@@ -1,4 +1,4 @@
-"""What the search tests share: untrained models of every decoder and score kind, whose random
+"""What the search tests share: untrained models of every decoder and score kind and a transformer, whose random
 weights give varied, sentence-specific outputs; sources over their vocabularies; the searches
 they are run with; and the check that two searches gave the same hypotheses."""
 
@@ -25,12 +25,21 @@ KINDS = [
     for decoder in ("bahdanau", "luong")
     for attention in ("additive", "dot", "scaled_dot", "general", "none")
     if not (attention in ("dot", "scaled_dot") and decoder == "bahdanau")  # sizes differ: keys 2x5, queries 7
-]
+] + [{"family": "transformer"}]
+# a two-layer transformer, as small as the recurrent kinds
+TRANSFORMER = {"d_model": 8, "heads": 2, "feed_forward": 16, "encoder_layers": 2, "decoder_layers": 2}
+
+
+def kind_name(kind: dict) -> str:
+    return kind.get("family") or f"{kind['decoder']}-{kind['attention']}"
 
 
 def untrained(kind: dict) -> torch.nn.Module:
     """A model whose random weights give varied, sentence-specific outputs (init scale 0.5)."""
     torch.manual_seed(0)
+    if kind.get("family") == "transformer":
+        config = ModelConfig(family="transformer", **TRANSFORMER, dropout=0.0, attention_dropout=0.0)
+        return build_model(config, SRC_VOCAB, TGT_VOCAB).eval()
     sizes = {"embedding_size": 6, "encoder_hidden": 5, "decoder_hidden": 10 if "dot" in kind["attention"] else 7}
     config = ModelConfig(**sizes, attention_size=4, dropout=0.0, init="uniform", init_scale=0.5, **kind)
     return build_model(config, SRC_VOCAB, TGT_VOCAB).eval()

@@ -41,7 +41,7 @@ def test_all_errors_are_reported_at_once_with_file_and_dotted_path(tmp_path):
         assert f": {dotted}: " in text
     assert "did you mean 'corpus'" in text and "did you mean 'attention'" in text
     # valid keys are listed for the section the unknown key was found in
-    assert "valid keys: attention, attention_bias, attention_size" in text
+    assert "valid keys: alignment_layer, attention, attention_bias, attention_dropout, attention_size" in text
 
 
 def test_overrides_are_parsed_as_yaml_and_validated(tmp_path):

@@ -17,13 +17,22 @@ from attnmt.search.prefix import Prefix
 from attnmt.utils import UserError
 from attnmt.vocab import BOS, EOS
 from tests.cli_helpers import run_error, run_ok
-from tests.search_helpers import KINDS, SEARCH_NAMES, SEARCHES, SOURCES, TGT_VOCAB, assert_same_search, untrained
+from tests.search_helpers import (
+    KINDS,
+    SEARCH_NAMES,
+    SEARCHES,
+    SOURCES,
+    TGT_VOCAB,
+    assert_same_search,
+    kind_name,
+    untrained,
+)
 
 STEERED = {0, 5, 7}  # the sentences given a prefix or phrases; the others are free
 
 
 @pytest.mark.parametrize("options", SEARCHES, ids=SEARCH_NAMES)
-@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: f"{kind['decoder']}-{kind['attention']}")
+@pytest.mark.parametrize("kind", KINDS, ids=kind_name)
 def test_a_free_sentence_beside_required_phrases_is_searched_as_plain_search(kind, options):
     model = untrained(kind)
     plain = decode_all(model, SOURCES, options, batch_size=4)
@@ -35,7 +44,7 @@ def test_a_free_sentence_beside_required_phrases_is_searched_as_plain_search(kin
 
 
 @pytest.mark.parametrize("options", SEARCHES, ids=SEARCH_NAMES)
-@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: f"{kind['decoder']}-{kind['attention']}")
+@pytest.mark.parametrize("kind", KINDS, ids=kind_name)
 def test_a_free_sentence_beside_prefixed_ones_is_searched_as_plain_search(kind, options):
     model = untrained(kind)
     plain = decode_all(model, SOURCES, options, batch_size=4)

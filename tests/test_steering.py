@@ -15,7 +15,7 @@ from attnmt.search.phrases import missing_required_phrases
 from attnmt.search.prefix import Prefix
 from attnmt.vocab import BOS, EOS
 from tests.cli_helpers import run_error, run_ok
-from tests.search_helpers import KINDS, SOURCES, TGT_VOCAB, assert_same_search, untrained
+from tests.search_helpers import KINDS, SOURCES, TGT_VOCAB, assert_same_search, kind_name, untrained
 from tests.serve_helpers import serving
 
 BOTH, PREFIX_ONLY, PHRASES_ONLY = 1, 4, 9  # the steered sentences of SOURCES; the others are free
@@ -30,7 +30,7 @@ def steering_for(sentences: set[int], prefixed: set[int], phrased: set[int]):
 
 
 @pytest.mark.parametrize("options", BEAMS, ids=["greedy", "beam 3"])
-@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: f"{kind['decoder']}-{kind['attention']}")
+@pytest.mark.parametrize("kind", KINDS, ids=kind_name)
 def test_a_prefix_and_phrases_together_and_each_alone_as_its_rule_alone(kind, options):
     model = untrained(kind)
     everyone = {BOTH, PREFIX_ONLY, PHRASES_ONLY}
@@ -130,7 +130,7 @@ def reference_min_length(model, source: list[int], options: SearchOptions) -> li
     return tokens
 
 
-@pytest.mark.parametrize("kind", KINDS[:3], ids=lambda kind: f"{kind['decoder']}-{kind['attention']}")
+@pytest.mark.parametrize("kind", KINDS[:3], ids=kind_name)
 def test_a_minimum_length_keeps_outputs_open_until_it_and_the_limit_wins(kind):
     model = untrained(kind)
     for minimum in (0, 3, 6, 40):

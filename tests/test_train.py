@@ -67,6 +67,17 @@ def test_resume_gives_the_same_loss_curve_bit_for_bit(tmp_path):
     assert whole == split  # exact float equality, not approximately
 
 
+def test_a_transformer_run_resumes_with_the_same_loss_curve_bit_for_bit(tmp_path):
+    data = [item for item in TINY if not item.startswith("model.")]
+    family = ["model.family=transformer", "model.d_model=16", "model.heads=2", "model.feed_forward=32"]
+    randomness = ["model.dropout=0.3", "model.attention_dropout=0.2", "model.word_dropout=0.1", "train.valid_every=10"]
+    shape = [*data, *family, "model.encoder_layers=2", "model.decoder_layers=2", *randomness]
+    for name, steps, resume in (("whole", 30, False), ("split", 20, False), ("split", 30, True)):
+        config = load_config(None, [*shape, f"train.run_dir={tmp_path / name}", f"train.max_steps={steps}"])
+        fit(config, resume=resume, log=quiet)
+    assert train_losses(tmp_path / "whole") == train_losses(tmp_path / "split")  # exact float equality
+
+
 def test_resume_after_a_signal_between_validations_gives_the_same_loss_curve_bit_for_bit(tmp_path):
     """Stopped by SIGTERM at step 13, neither a validation nor a save boundary."""
 

@@ -24,7 +24,12 @@ from attnmt.config import ModelConfig
 from attnmt.models.attention import AdditiveAttention, DotAttention, GeneralAttention, NoAttention
 from attnmt.models.decoder import BahdanauDecoder, Bridge, DecoderState, EncoderOutput, LuongDecoder
 from attnmt.models.encoder import Encoder
+from attnmt.models.transformer import Transformer
 from attnmt.vocab import PAD
+
+# The decoder layer whose cross-attention, averaged over its heads, a transformer gives as its
+# attention when the config names none (`model.alignment_layer`).
+ALIGNMENT_LAYER = -1
 
 # The scorers `build_model` chooses from. A decoder holds its one as an nn.Module: the layering
 # keeps attention.py out of decoder.py, so only this module can say which classes they are.
@@ -85,8 +90,40 @@ class Seq2Seq(nn.Module):
         )
 
 
-def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
-    """The model that `cfg` describes, initialized as `cfg.init` says.
+# A model of either family: both have the calls the module docstring lists.
+Model = Seq2Seq | Transformer
+
+
+def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Model:
+    """The model that `cfg` describes: a `Transformer` for family transformer, else a `Seq2Seq`."""
+    if cfg.family == "transformer":
+        return build_transformer(cfg, src_vocab_size, tgt_vocab_size)
+    return build_recurrent(cfg, src_vocab_size, tgt_vocab_size)
+
+
+def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
+    """A transformer of `cfg`'s sizes, its attention for alignments the `alignment_layer`'s
+    (ALIGNMENT_LAYER where the config names none)."""
+    return Transformer(
+        src_vocab_size=src_vocab_size,
+        tgt_vocab_size=tgt_vocab_size,
+        model_size=cfg.d_model,
+        heads=cfg.heads,
+        feed_forward=cfg.feed_forward,
+        encoder_layers=cfg.encoder_layers,
+        decoder_layers=cfg.decoder_layers,
+        dropout=cfg.dropout,
+        attention_dropout=cfg.attention_dropout,
+        word_dropout=cfg.word_dropout,
+        pre_norm=cfg.norm == "pre",
+        alignment_layer=ALIGNMENT_LAYER if cfg.alignment_layer is None else cfg.alignment_layer,
+        tie_embeddings=cfg.tie_embeddings,
+        tie_source_embeddings=cfg.tie_source_embeddings,
+    )
+
+
+def build_recurrent(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    """The recurrent model that `cfg` describes, initialized as `cfg.init` says.
 
     Sizes follow from the config alone: the attention's keys are the encoder's outputs
     (encoder_hidden x directions), its queries the decoder's top layer (decoder_hidden);

@@ -26,7 +26,7 @@ from attnmt import views
 from attnmt.checkpoint import load_trained
 from attnmt.codec import TextCodec
 from attnmt.evaluation import split_examples
-from attnmt.export import export_onnx, read_export
+from attnmt.export import check_exportable, export_onnx, read_export
 from attnmt.int8_export import Int8Check, export_int8_or_float32
 from attnmt.loading import ModelSpec
 from attnmt.shortlist import FILENAME as SHORTLIST_FILE
@@ -104,6 +104,7 @@ def export_web(
     output = Path(output)
     _check_output(output)
     trained = load_trained(run_dir, which)
+    check_exportable(trained)
     config = trained.config
     if config.decode.stopping != "k_finished":  # the page's search (search.js) has attnmt's rule only
         raise UserError(
