@@ -399,7 +399,8 @@ class DecodeConfig(_Section):
     cuda_graphs: bool = Field(
         True,
         description="on a CUDA device, search in fixed shapes and replay each step as a CUDA graph (the same "
-        "outputs, fewer kernel launches); false: the search that drops finished sentences",
+        "outputs, fewer kernel launches; the rnn family, whose state keeps its shape); false: the search that "
+        "drops finished sentences",
     )
 
     @model_validator(mode="after")

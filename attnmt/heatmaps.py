@@ -1,6 +1,7 @@
-"""A translation's attention as pictures: one sentence's heatmap, several in one grid, and one
+"""A translation's attention as pictures: one sentence's heatmap, several in one grid, one
 file per sentence of a translated file (`attnmt translate --attention DIR`, `attnmt plot
-attention`). Source tokens run along x, the output tokens and </s> along y; `plot` draws them.
+attention`), and a transformer's every layer and head for one sentence (`--heads`). Source
+tokens run along x, the output tokens and </s> along y; `plot` draws them.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from attnmt.plot import attention_grid, attention_heatmap
 from attnmt.translation import Translation
@@ -49,3 +51,22 @@ def write_heatmaps(translations: Sequence[Translation], out_dir: str | Path, fir
                 raise UserError(f"{out_dir}: cannot write heatmaps ({exc.strerror or exc})") from None
             drawn.append(translation)
     return drawn
+
+
+def layer_head_heatmaps(
+    cross: torch.Tensor, source: Sequence[str], outputs: Sequence[str], path: str | Path, alignment_layer: int
+) -> Path:
+    """One sentence's cross-attention (L, h, T + 1, S), every decoder layer and head: a row of the
+    figure a layer, a column a head; the layer whose heads' mean is the translation's own
+    attention is marked."""
+    layers, heads = cross.shape[:2]
+    items = [(cross[layer, head].numpy(), source, outputs) for layer in range(layers) for head in range(heads)]
+    titles = [
+        f"layer {layer}{' (alignments)' if layer == alignment_layer else ''}, head {head}"
+        for layer in range(layers)
+        for head in range(heads)
+    ]
+    try:
+        return attention_grid(items, path, titles=titles, columns=heads)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write the heads' heatmaps ({exc.strerror or exc})") from None

@@ -65,12 +65,16 @@ def attention_heatmap(
 
 
 def attention_grid(
-    items: Sequence[tuple[np.ndarray, Sequence[str], Sequence[str]]], path: str | Path, titles: Sequence[str] = ()
+    items: Sequence[tuple[np.ndarray, Sequence[str], Sequence[str]]],
+    path: str | Path,
+    titles: Sequence[str] = (),
+    columns: int = 3,
 ) -> Path:
-    """Several sentences in one figure: items of (weights (T, S), source tokens, output tokens)."""
+    """Several maps in one figure, `columns` a row: items of (weights (T, S), source tokens,
+    output tokens)."""
     if not items:
         raise ValueError("no sentences to plot")
-    columns = min(3, len(items))
+    columns = min(columns, len(items))
     rows = math.ceil(len(items) / columns)
     figure, axes_grid = _figure(rows, columns, figsize=(4.5 * columns, 4.0 * rows), squeeze=False)
     for index, axes in enumerate(axes_grid.flat):

@@ -85,6 +85,21 @@ def dot_reverse_run(tmp_path_factory) -> Path:
     return run_dir
 
 
+@pytest.fixture(scope="session")
+def transformer_run(tmp_path_factory) -> Path:
+    """A two-layer transformer trained once per pytest session on the reverse task (500 steps,
+    ~17 s on one core), named "transformer": what the tests of the transformer family's commands,
+    heads and explorer read. Tests that damage it copy it first."""
+    from attnmt.train import fit
+    from tests.run_helpers import TRANSFORMER_RUN
+
+    run_dir = tmp_path_factory.mktemp("reverse-transformer") / "transformer"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATTNMT_CACHE", str(run_dir.parent / "cache"))
+        fit(load_config(None, [*TRANSFORMER_RUN, f"train.run_dir={run_dir}"]), log=lambda *args, **kwargs: None)
+    return run_dir
+
+
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
     """The folder `name`, filled by `build(folder)` once per pytest session: under pytest-xdist
     the first worker to ask builds it while the others wait on a lock, then all read it. A

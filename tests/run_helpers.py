@@ -65,6 +65,25 @@ MODELS = {
     "luong-none": ["model.decoder=luong", "model.attention=none", "model.tie_embeddings=true"],
 }
 
+# The reverse run's data and schedule with a two-layer transformer of a similar size in place of
+# the recurrent model (`transformer_run` in conftest.py): it learns the task in the same steps.
+TRANSFORMER_RUN = [
+    *(item for item in REVERSE_RUN if not item.startswith("model.")),
+    "model.family=transformer",
+    "model.d_model=32",
+    "model.heads=4",
+    "model.feed_forward=64",
+    "model.encoder_layers=2",
+    "model.decoder_layers=2",
+    "model.dropout=0.0",
+    "model.attention_dropout=0.0",
+    "train.lr=0.01",
+    "train.lr_schedule=inverse_sqrt",
+    "train.warmup_steps=100",
+    "train.max_steps=500",
+    "train.valid_every=250",
+]
+
 
 def train_tiny(run_dir, overrides: list[str]) -> None:
     from attnmt.train import fit

@@ -76,6 +76,12 @@ def add_parser(commands) -> None:
     )
     parser.add_argument("--attention", metavar="OUT_DIR", help="write OUT_DIR/0001.png ... and grid.png")
     parser.add_argument(
+        "--heads",
+        action="store_true",
+        help="with --attention, a transformer run: also OUT_DIR/0001-heads.png ..., every decoder layer's and "
+        "head's attention over the source",
+    )
+    parser.add_argument(
         "--alignment",
         action="store_true",
         help="add each translation's word alignment from attention after ' ||| ' (Pharaoh i-j, words from 0)",
@@ -187,6 +193,8 @@ def run(args: argparse.Namespace, console: Console) -> None:
     if args.sentences and args.input:
         raise UserError("give sentences as arguments or with --input FILE, not both")
     _check_lines(args)
+    if args.heads and not args.attention:
+        raise UserError("--heads draws into the --attention folder: give --attention OUT_DIR", field="heads")
     job = _job(args, search_overrides(args).replace(n_best=args.n_best))
     interactive = not args.sentences and args.input is None and sys.stdin.isatty()
     where = "argument" if args.sentences else "<stdin>" if args.input in (None, "-") else args.input
@@ -217,7 +225,7 @@ def run(args: argparse.Namespace, console: Console) -> None:
         report_out = stack.enter_context(output_stream(args.glossary_report, "--glossary-report"))
         report = _GlossaryReport(report_out if args.glossary_report else None)
         aligned = (lambda translation: pharaoh(translator.align(translation))) if args.alignment else None
-        writer = _Writer(out, options.n_best, args.attention, aligned)
+        writer = _Writer(out, options.n_best, args.attention, aligned, _heads(translator) if args.heads else None)
         for finished in bound.finish(chunks):
             writer.write(finished)
             report.seen(finished)
@@ -265,13 +273,28 @@ class _GlossaryReport:
             print(f"glossary: {counts}{left}", file=sys.stderr)
 
 
+def _heads(translator):
+    """What draws a sentence's every layer and head (`--heads`): a UserError at once for a model
+    without layers of heads, before anything is translated."""
+    from attnmt.attention_heads import check_heads, head_attention
+    from attnmt.heatmaps import layer_head_heatmaps
+
+    check_heads(translator)
+
+    def draw(translation: Translation, path: Path) -> None:
+        heads = head_attention(translator, translation)
+        layer_head_heatmaps(heads.cross, heads.source, heads.outputs, path, heads.alignment_layer)
+
+    return draw
+
+
 class _Writer:
     """Each finished line or paragraph as soon as it is complete: its text, or its n-best lines,
     with its alignment after ' ||| ' when `aligned` writes one; its sentences' heatmaps when
-    `attention` names a folder."""
+    `attention` names a folder, and each layer's and head's when `heads` draws them."""
 
-    def __init__(self, out: TextIO, n_best: int, attention: str | None, aligned=None) -> None:
-        self.out, self.n_best, self.attention, self.aligned = out, n_best, attention, aligned
+    def __init__(self, out: TextIO, n_best: int, attention: str | None, aligned=None, heads=None) -> None:
+        self.out, self.n_best, self.attention, self.aligned, self.heads = out, n_best, attention, aligned, heads
         self.lines = self.sentences = 0
         self.shown: list = []
 
@@ -290,6 +313,10 @@ class _Writer:
         sentences = [sentence for unit in finished for sentence in unit.sentences]
         if self.attention:
             drawn = write_heatmaps(sentences, self.attention, self.sentences)
+            if self.heads is not None:
+                for offset, sentence in enumerate(sentences):
+                    if sentence.source_tokens:
+                        self.heads(sentence, Path(self.attention) / f"{self.sentences + offset + 1:04d}-heads.png")
             self.shown += drawn[: GRID_SENTENCES - len(self.shown)]
         self.sentences += len(sentences)
 
