@@ -226,6 +226,7 @@ ALLOWED = {
         "translate",
     },
     "heatmaps": {"utils", "plot", "translation"},
+    "attention_heads": {"utils", "vocab", "models.transformer", "translate", "translation"},
     "stream": {"loading", "translate", "translation", "search.options"},
     "jobs.job": {
         "utils",
@@ -325,6 +326,7 @@ ALLOWED = {
     "cli.translate": {
         "utils",
         "alignment",
+        "attention_heads",
         "heatmaps",
         "loading",
         "stream",
