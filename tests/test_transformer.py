@@ -28,7 +28,7 @@ def reference_multihead(attention: MultiHeadAttention, query, keys, mask):
         for i in range(attention.heads):
             rows = slice(i * d_k, (i + 1) * d_k)  # head i's rows of W_q, W_k, W_v
             q = query[b] @ attention.query.weight[rows].T + attention.query.bias[rows]  # (T, d_k)
-            k = keys[b] @ attention.key.weight[rows].T + attention.key.bias[rows]  # (S, d_k)
+            k = keys[b] @ attention.key.weight[rows].T  # (S, d_k): W_k has no bias (the softmax cancels one)
             v = keys[b] @ attention.value.weight[rows].T + attention.value.bias[rows]  # (S, d_k)
             scores = (q @ k.T) / math.sqrt(d_k)
             scores = torch.where(mask[b], scores, torch.tensor(-torch.inf))

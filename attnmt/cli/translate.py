@@ -281,7 +281,7 @@ def _heads(translator):
 
     check_heads(translator)
 
-    def draw(translation: Translation, path: Path) -> None:
+    def draw(translation, path: Path) -> None:
         heads = head_attention(translator, translation)
         layer_head_heatmaps(heads.cross, heads.source, heads.outputs, path, heads.alignment_layer)
 

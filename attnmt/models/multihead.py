@@ -22,8 +22,8 @@ from torch import nn
 
 
 class MultiHeadAttention(nn.Module):
-    """h heads over a model size D, each of size d_k = D / h; W_q, W_k, W_v, W_o are (D, D) with
-    biases. Dropout `dropout` falls on the attention weights in training."""
+    """h heads over a model size D, each of size d_k = D / h; W_q, W_k, W_v, W_o are (D, D), all
+    but W_k with biases. Dropout `dropout` falls on the attention weights in training."""
 
     def __init__(self, *, model_size: int, heads: int, dropout: float = 0.0):
         super().__init__()
@@ -31,7 +31,9 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"heads ({heads}) must divide the model size ({model_size})")
         self.heads, self.head_size, self.dropout = heads, model_size // heads, dropout
         self.query = nn.Linear(model_size, model_size)  # W_q, the h heads' side by side
-        self.key = nn.Linear(model_size, model_size)  # W_k
+        # W_k without a bias: a bias b_k adds q . b_k to every score of a query, which the softmax
+        # cancels, so its gradient is zero and Adam would move it by rounding noise alone
+        self.key = nn.Linear(model_size, model_size, bias=False)  # W_k
         self.value = nn.Linear(model_size, model_size)  # W_v
         self.output = nn.Linear(model_size, model_size)  # W_o
 

@@ -370,7 +370,8 @@ def initialize_transformer(model: nn.Module) -> None:
         for module in model.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, std=module.embedding_dim**-0.5)
                 if module.padding_idx is not None:
