@@ -166,3 +166,96 @@ def test_the_terms_of_the_server_glossary_are_shown_with_the_translation(page, r
             expect(glossary_page.locator("#glossary")).to_have_text("")
         finally:
             glossary_page.close()
+
+
+def shown(page) -> tuple[list[str], list[str], list[list[float]]]:
+    """The heatmap on the page: its row tokens, its column tokens and its weights, read from the
+    cells' titles ("row → column: 0.123", row by row)."""
+    rows = page.locator("#heatmap text.out-token").all_text_contents()
+    columns = page.locator("#heatmap text.src-token").all_text_contents()
+    titles = page.locator("#heatmap rect.cell title").all_text_contents()
+    assert len(titles) == len(rows) * len(columns)
+    weights = [float(re.search(r": (\S+)$", title).group(1)) for title in titles]
+    return rows, columns, [weights[i : i + len(columns)] for i in range(0, len(weights), len(columns))]
+
+
+def difference(weights: list[list[float]], expected: list[list[float]]) -> float:
+    """The largest difference of two maps of one shape."""
+    pairs = (pair for row, want in zip(weights, expected, strict=True) for pair in zip(row, want, strict=True))
+    return max(abs(a - b) for a, b in pairs)
+
+
+def close_to(weights: list[list[float]], expected: list[list[float]]) -> bool:
+    """Equal to the 3 decimals a cell's title shows (and the API's 4)."""
+    return difference(weights, expected) <= 6e-4
+
+
+def mean_of_heads(layer: list[list[list[float]]]) -> list[list[float]]:
+    return [
+        [sum(head[r][c] for head in layer) / len(layer) for c in range(len(layer[0][0]))] for r in range(len(layer[0]))
+    ]
+
+
+def test_a_transformers_every_layer_and_head_is_picked_beside_the_heatmap(page, transformer_run, reverse_run, tmp_path):
+    with running_server([str(transformer_run), str(reverse_run)]) as url:
+        heads_page = page.context.browser.new_page()  # the module's browser: one Playwright at a time
+        errors, asked = [], []
+        heads_page.on("pageerror", lambda error: errors.append(str(error)))
+        heads_page.on("request", lambda request: asked.append(request.url) if "/v1/heads" in request.url else None)
+        try:
+            heads_page.goto(url)
+            expect(heads_page.locator("#model option")).to_have_count(2)
+            expect(heads_page.locator("#model-info")).to_contain_text("transformer, 2+2 layers × 4 heads, d_model 32")
+            picker = heads_page.locator("#heads")
+            expect(picker).to_be_hidden()
+            heads_page.fill("#source", "a b c d e")
+            with heads_page.expect_response(lambda response: response.url.endswith("/v1/heads")) as answered:
+                heads_page.click("#translate-button")
+            answer = answered.value.json()
+            expect(picker).to_be_visible()
+            alignment = answer["alignment_layer"]
+            assert heads_page.locator("#heads-layer option").all_text_contents() == [
+                f"{i} (alignment)" if i == alignment else str(i) for i in range(2)
+            ]
+            assert heads_page.input_value("#heads-layer") == str(alignment)  # by default: the alignment layer,
+            assert heads_page.input_value("#heads-head") == "mean"  # its heads' average
+            assert heads_page.locator("#heads-head option").all_text_contents() == ["average", "0", "1", "2", "3"]
+            rows, columns, default = shown(heads_page)
+            assert rows == answer["outputs"] and columns == answer["source_tokens"] == ["a", "b", "c", "d", "e"]
+            assert close_to(default, mean_of_heads(answer["cross"][alignment]))
+
+            other = 1 - alignment  # another layer, and of its heads the one least like the default picture
+            maps = answer["cross"][other]
+            head = max(range(4), key=lambda h: difference(maps[h], default))
+            heads_page.select_option("#heads-layer", str(other))
+            heads_page.select_option("#heads-head", str(head))
+            _, _, picked = shown(heads_page)
+            assert close_to(picked, maps[head]) and not close_to(picked, default)  # the heatmap changed to it
+
+            heads_page.select_option("#heads-kind", "encoder")  # the source over itself: S x S
+            rows, columns, weights = shown(heads_page)
+            assert rows == columns == answer["source_tokens"]
+            assert heads_page.locator("#heatmap rect.cell").count() == 5 * 5
+            assert heads_page.input_value("#heads-layer") == str(other)  # the layer and head picked are kept
+            assert close_to(weights, answer["encoder"][other][head])
+            assert "(alignment)" not in " ".join(heads_page.locator("#heads-layer option").all_text_contents())
+
+            heads_page.select_option("#heads-kind", "decoder")  # each output over what it was fed so far
+            rows, columns, weights = shown(heads_page)
+            assert rows == answer["outputs"] and columns == answer["inputs"] and columns[0] == "<s>"
+            assert close_to(weights, answer["decoder"][other][head])
+            assert len(asked) == 1  # fetched once per translation, not once per pick
+            heads_page.screenshot(path=tmp_path / "heads.png", full_page=True)
+
+            heads_page.select_option("#model", "run")  # an RNN: the page as it always was, no picker
+            expect(picker).to_be_hidden()
+            expect(heads_page.locator("#model-info")).to_contain_text("additive attention")
+            heads_page.click("#translate-button")
+            expect(heads_page.locator("#status")).to_have_text("")
+            rows, columns, _ = shown(heads_page)
+            assert columns == ["a", "b", "c", "d", "e"] and rows[-1] == "</s>"
+            expect(picker).to_be_hidden()
+            assert len(asked) == 1
+        finally:
+            heads_page.close()
+        assert not errors, errors

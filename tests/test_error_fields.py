@@ -12,11 +12,14 @@ from pathlib import Path
 from attnmt.cli.common import FLAGS
 from attnmt.config import Config
 from attnmt.serve.catalog import API_FIELDS, ONE_SENTENCE
-from attnmt.serve.schemas import ExplainRequest, Limits, ScoreRequest, TranslateRequest
+from attnmt.serve.schemas import ExplainRequest, HeadsRequest, Limits, ScoreRequest, TranslateRequest
 
 ROOT = Path(__file__).resolve().parent.parent
-REQUEST_REACHES = ("attnmt/search/", "attnmt/translate.py")  # what a request's search and translation run
-SERVER_FIELDS = {"model", "server", "timeout_s"}  # the server's own: the model asked for, its queue, its time
+# what a request's search and translation run, and the heads /v1/heads recomputes
+REQUEST_REACHES = ("attnmt/search/", "attnmt/translate.py", "attnmt/attention_heads.py")
+API_ONLY = {"max_length"}  # library fields only a request can set: no command-line face
+# the server's own: the model asked for, its queue, its time, and the heads a model asked for lacks (/v1/heads)
+SERVER_FIELDS = {"model", "server", "timeout_s", "heads"}
 ANSWERING = tuple(f"attnmt/serve/{name}.py" for name in ("app", "routes", "schemas", "state"))  # requests' refusals
 
 
@@ -42,7 +45,9 @@ def is_config_key(field: str) -> bool:
 
 
 def request_fields() -> set[str]:
-    return {name for model in (TranslateRequest, ScoreRequest, ExplainRequest) for name in model.model_fields}
+    return {
+        name for model in (TranslateRequest, ScoreRequest, ExplainRequest, HeadsRequest) for name in model.model_fields
+    }
 
 
 def test_the_scan_finds_the_fields_of_the_library_and_of_the_server():
@@ -60,7 +65,7 @@ def test_every_library_field_has_a_command_line_face():
     faceless = {
         field: sorted(files)
         for field, files in library.items()
-        if field not in FLAGS and not is_config_key(field) and API_FIELDS.get(field) != field  # API-only: max_length
+        if field not in FLAGS and not is_config_key(field) and field not in API_ONLY
     }
     assert not faceless, f"fields the CLI would print raw (add them to cli.common.FLAGS): {faceless}"
 
@@ -70,7 +75,8 @@ def test_every_field_a_request_can_reach_has_an_api_name():
     nameless = sorted(field for field in reached if field not in API_FIELDS and not field.startswith("decode."))
     assert not nameless, f"fields a request can meet with no request field (add them to API_FIELDS): {nameless}"
     names = set(API_FIELDS.values()) | set(ONE_SENTENCE.values())
-    assert names <= request_fields(), f"API names that are no request's field: {sorted(names - request_fields())}"
+    unknown = sorted(names - request_fields() - SERVER_FIELDS)
+    assert not unknown, f"API names that are no request's field nor the server's own: {unknown}"
 
 
 def test_the_servers_own_refusals_name_request_fields_or_its_own():

@@ -277,6 +277,7 @@ ALLOWED = {
     "serve.server": {"utils", "loading", "serve.schemas", "serve.app", "serve.catalog"},
     "serve.batcher": {"translation", "search.options"},
     "serve.catalog": {
+        "attention_heads",
         "checkpoint",
         "utils",
         "evaluation",
@@ -293,8 +294,8 @@ ALLOWED = {
         "utils",
         "jobs.job",
         "translation",
+        "attention_heads",
         "search.options",
-        "serve.batcher",
         "serve.catalog",
         "serve.schemas",
         "serve.state",

@@ -257,12 +257,22 @@ JSON_VALUES = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
-FIELDS = ["model", "sentences", "beam_size", "n_best", "max_length", "length_penalty", "return_attention", "sentence"]
+FIELDS = [
+    "model",
+    "sentences",
+    "beam_size",
+    "n_best",
+    "max_length",
+    "length_penalty",
+    "return_attention",
+    "sentence",
+    "target",
+]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    path=st.sampled_from(["/v1/translate", "/v1/explain"]),
+    path=st.sampled_from(["/v1/translate", "/v1/explain", "/v1/heads"]),
     body=st.dictionaries(st.sampled_from(FIELDS), JSON_VALUES, max_size=5) | JSON_VALUES,
 )
 def test_no_json_shape_makes_the_server_fail(client, path, body):
@@ -360,9 +370,10 @@ def test_metrics_are_prometheus_text_whose_counters_move_with_the_requests(clien
     assert after[("attnmt_queue_requests", ())] == 0
 
 
-def test_every_endpoint_answers_with_the_body_its_schema_model_documents(client):
+def test_every_endpoint_answers_with_the_body_its_schema_model_documents(client, transformer_run):
     """Each JSON route's body, success and refusal, validates against its model (which forbids
-    keys it does not declare), and /docs names that model."""
+    keys it does not declare), and /docs names that model. /v1/heads answers of a transformer."""
+    transformers = Catalog.load([ModelSpec(transformer_run, device="cpu")])
     routes = {
         (route.path, method): route
         for route in router.routes
@@ -382,6 +393,8 @@ def test_every_endpoint_answers_with_the_body_its_schema_model_documents(client)
         ("/v1/models/{name}/examples", "GET"): client.get("/v1/models/dot/examples"),
         ("/v1/models/{name}/analysis", "GET"): client.get("/v1/models/dot/analysis"),
     }
+    with TestClient(create_app(transformers, LIMITS), raise_server_exceptions=False) as heads_client:
+        answered["/v1/heads", "POST"] = heads_client.post("/v1/heads", json={"sentence": "a b c", "beam_size": 2})
     assert set(answered) == set(routes)  # a new endpoint is checked here too
     documented = client.get("/openapi.json").json()["paths"]
     for (path, method), response in answered.items():
@@ -397,8 +410,9 @@ def test_every_endpoint_answers_with_the_body_its_schema_model_documents(client)
         client.post("/v1/score", json={"sentences": ["a"], "targets": ["a", "b"]}),
         client.get("/v1/models/nope/analysis"),
         client.post("/v1/translate", content=b"{" + b" " * 5000 + b"}", headers={"content-type": "application/json"}),
+        client.post("/v1/heads", json={"sentence": "a b"}),  # an RNN run: no heads
     ]
-    assert [response.status_code for response in refusals] == [422, 404, 422, 404, 413]
+    assert [response.status_code for response in refusals] == [422, 404, 422, 404, 413, 422]
     for response in refusals:
         ErrorBody.model_validate_json(response.content)
 

@@ -4,8 +4,9 @@ Laid out as FastAPI's "bigger applications": the routes on a router (`routes.py`
 server state (`state.py`), assembled here with the middleware that counts, times and size-limits
 every request, and the handlers that turn every refusal into one JSON shape.
 
-Routes: the page (`/`), `/v1/models`, `/v1/translate`, `/v1/explain`, a run's test-set
-`examples` and `analysis`, `/health`, `/metrics` (Prometheus), and FastAPI's `/docs`.
+Routes: the page (`/`), `/v1/models`, `/v1/translate`, `/v1/score`, `/v1/explain`, `/v1/heads` (a
+transformer's every layer and head), a run's test-set `examples` and `analysis`, `/health`,
+`/metrics` (Prometheus), and FastAPI's `/docs`.
 
 Whatever a client sends gets an answer in one JSON shape, `ErrorBody` `{"error", "field", "limit"}`,
 with a 4xx status (503 when the server is too busy): malformed JSON, wrong types, unknown keys, a
@@ -176,7 +177,8 @@ def create_app(catalog: Catalog, limits: Limits | None = None) -> FastAPI:
     app = FastAPI(
         title="attnmt",
         version=__version__,
-        description="Attention-based RNN translation: translate, look at the attention, replay the search.",
+        description="Attention-based translation (RNN or Transformer): translate, look at the attention (a "
+        "transformer's layer by layer and head by head), replay the search.",
         lifespan=_lifespan,
     )
     app.state.server = state

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from attnmt.attention_heads import check_heads
 from attnmt.checkpoint import training_summary
 from attnmt.evaluation import split_examples
 from attnmt.jobs.glossary import Glossary, read_glossary
@@ -42,8 +43,9 @@ API_FIELDS = {
     "attention": "return_attention",
     "source": "sentences",
     "target": "targets",
+    "heads": "heads",  # not a request field: the model asked for (/v1/heads) has no layers of heads to show
 }
-ONE_SENTENCE = {"sentences": "sentence", "prefixes": "prefix"}
+ONE_SENTENCE = {"sentences": "sentence", "prefixes": "prefix", "targets": "target"}
 EXAMPLES = 30  # test sources offered as examples on the page
 ANALYSIS_CHUNK = 64  # test sentences translated per turn, so that requests interleave with the analysis
 
@@ -55,9 +57,10 @@ def api_field(error: UserError, *, one_sentence: bool = False) -> str | None:
     return ONE_SENTENCE.get(field, field) if one_sentence and field is not None else field
 
 
-def _rounded(rows) -> list:
-    """Attention as JSON: 4 decimals are plenty for a picture and keep the bodies small."""
-    return [[round(value, 4) for value in row] for row in rows]
+def rounded(values: Sequence) -> list:
+    """Attention as JSON, nested lists of any depth: 4 decimals are plenty for a picture and keep
+    the bodies small."""
+    return [rounded(value) if isinstance(value, list | tuple) else round(value, 4) for value in values]
 
 
 def hypothesis_json(translation: Translation, with_attention: bool) -> dict:
@@ -68,7 +71,7 @@ def hypothesis_json(translation: Translation, with_attention: bool) -> dict:
         "log_prob": translation.log_prob,
     }
     if with_attention:
-        body["attention"] = _rounded(translation.attention.tolist())
+        body["attention"] = rounded(translation.attention.tolist())
     return body
 
 
@@ -104,7 +107,15 @@ class ServedRun:
             "checkpoint": self.translator.checkpoint.name,
             "valid_metric": valid_metric,  # what valid_score measures
         }
-        return {"name": self.name, **described, "training": training}
+        return {"name": self.name, **described, "training": training, "heads": self.has_heads()}
+
+    def has_heads(self) -> bool:
+        """Whether its model is made of layers of heads that /v1/heads shows (a transformer, not an ensemble)."""
+        try:
+            check_heads(self.translator)
+        except UserError:
+            return False
+        return True
 
     def _test_examples(self) -> list:
         """The run's test split (read once); a corpus that cannot be read is a UserError."""
@@ -167,7 +178,7 @@ class ServedRun:
             "beam_size": beam_size,
             "source_tokens": explanation.source_tokens,
             "steps": [
-                [{**dataclasses.asdict(c), "attention": _rounded([c.attention])[0]} for c in candidates]
+                [{**dataclasses.asdict(c), "attention": rounded([c.attention])[0]} for c in candidates]
                 for candidates in explanation.steps
             ],
             "hypotheses": [hypothesis_json(t, True) for t in [best, *best.alternatives]],

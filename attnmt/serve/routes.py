@@ -21,16 +21,18 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from attnmt.attention_heads import check_heads, head_attention
 from attnmt.jobs.job import TranslationJob
 from attnmt.search.options import SearchOverrides
-from attnmt.serve.batcher import QueueFull
-from attnmt.serve.catalog import API_FIELDS, sentence_json
+from attnmt.serve.catalog import API_FIELDS, ServedRun, rounded, sentence_json
 from attnmt.serve.schemas import (
     AnalysisResponse,
     ErrorBody,
     ExamplesResponse,
     ExplainRequest,
     ExplainResponse,
+    HeadsRequest,
+    HeadsResponse,
     HealthResponse,
     ModelsResponse,
     ParagraphTranslation,
@@ -41,8 +43,8 @@ from attnmt.serve.schemas import (
     TranslateResponse,
     check_limits,
 )
-from attnmt.serve.state import Server
-from attnmt.translation import Source, scored_record
+from attnmt.serve.state import Server, ServerState
+from attnmt.translation import Source, Translation, scored_record
 from attnmt.utils import UserError
 
 STATIC = resources.files("attnmt.serve") / "static"
@@ -91,14 +93,7 @@ async def translate(request: TranslateRequest, state: Server) -> TranslateRespon
         run.translator.check_prefixes(request.sentences, request.prefixes, options, first_number=0)
     if request.required_phrases is not None:
         run.translator.check_required_phrases(request.required_phrases, first_number=0)
-    try:
-        future = state.batcher.submit(run.name, sources, options)
-    except QueueFull:
-        limit = state.limits.max_queue
-        raise RequestRefused(
-            "too many requests queued; try again shortly", field="server", limit=limit, status=503
-        ) from None
-    translations = await state.within_timeout(asyncio.wrap_future(future))
+    translations = await state.within_timeout(state.decoded(run.name, sources, options))
     finished = [unit for units in bound.finish([translations]) for unit in units]
     answers = []
     for unit in finished:
@@ -163,7 +158,7 @@ async def score(request: ScoreRequest, state: Server) -> ScoreResponse:
     return ScoreResponse.model_validate({"model": run.name, "scored": records})
 
 
-ONE_SENTENCE = {"/v1/explain"}  # routes whose request has one sentence: `sentence`, `prefix`
+ONE_SENTENCE = {"/v1/explain", "/v1/heads"}  # routes whose request has one sentence: `sentence`, `prefix`
 
 
 @router.post("/v1/explain", responses=ERRORS)
@@ -179,6 +174,63 @@ async def explain(request: ExplainRequest, state: Server) -> ExplainResponse:
     work = asyncio.to_thread(state.in_turn, explain, request.sentence, options)
     explanation = await state.within_timeout(work)
     return ExplainResponse.model_validate(run.explanation_json(explanation, options.beam_size))
+
+
+@router.post("/v1/heads", responses=ERRORS)
+async def heads(request: HeadsRequest, state: Server) -> HeadsResponse:
+    """Every layer's and head's attention of one translation, of a model made of layers of heads
+    (`attention_heads`); any other model is a 422 naming `heads`, before anything is translated."""
+    check_limits(request, state.limits)
+    run = state.addressed(request)
+    check_heads(run.translator)
+    if not run.translator.count_source_tokens(request.sentence):
+        raise RequestRefused("an empty sentence has no attention to show", field="sentence")
+    if request.target is not None:
+        given = [name for name in ("beam_size", "length_penalty", "max_length") if getattr(request, name) is not None]
+        given += [name for name in ("prefix", "required_phrases") if getattr(request, name)]
+        if given:
+            raise RequestRefused(
+                f"a given target is read, not searched for: leave out {', '.join(given)}", field=given[0]
+            )
+    return HeadsResponse.model_validate(await state.within_timeout(_heads_answer(request, run, state)))
+
+
+async def _heads_answer(request: HeadsRequest, run: ServedRun, state: ServerState) -> dict:
+    """The /v1/heads body: the request's target read by teacher forcing, or else the sentence
+    translated as /v1/translate translates it (the same search, steering and server glossary, by
+    the batcher), then its every head recomputed in turn."""
+    if request.target is not None:
+        score = functools.partial(run.translator.score, first_number=1)
+        work = asyncio.to_thread(state.in_turn, score, [request.sentence], [request.target], run.options())
+        [translation] = await work
+    else:
+        search = state.search_overrides(request)
+        options = run.options(search)
+        steering = Source(request.sentence, request.prefix, tuple(request.required_phrases))
+        if request.prefix:  # checked alone: a bad one must not fail the batch it would join
+            run.translator.check_prefixes([request.sentence], [request.prefix], options)
+        if request.required_phrases:
+            run.translator.check_required_phrases([request.required_phrases])
+        job = TranslationJob(
+            prefixes=bool(request.prefix), required_phrases=bool(request.required_phrases), search=search
+        )
+        bound = job.bind(run.translator, default_glossary=run.glossary, say=LOG.warning)
+        [translation] = await state.decoded(run.name, list(bound.sources([steering])), options)
+    return await asyncio.to_thread(_heads_json, state, run, translation)
+
+
+def _heads_json(state: ServerState, run: ServedRun, translation: Translation) -> dict:
+    heads = state.in_turn(head_attention, run.translator, translation)  # the model's pass takes its turn
+    maps = {name: rounded(getattr(heads, name).tolist()) for name in ("cross", "encoder", "decoder")}
+    return {
+        "model": run.name,
+        "text": translation.text,
+        "source_tokens": heads.source,
+        "outputs": heads.outputs,
+        "inputs": heads.inputs,
+        "alignment_layer": heads.alignment_layer,
+        **maps,
+    }
 
 
 @router.get("/v1/models/{name}/examples", responses=ERRORS)

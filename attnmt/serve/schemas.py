@@ -127,11 +127,25 @@ class ExplainRequest(_Request):
     required_phrases: list[str] = Field([], description="target phrases its translation must contain")
 
 
+class HeadsRequest(ExplainRequest):
+    """One sentence's translation, to be shown layer by layer and head by head (a transformer's)."""
+
+    target: str | None = Field(
+        None,
+        description="a translation of the sentence to look at instead of the model's own: read as /v1/score "
+        "reads a target (teacher forcing), so the search fields (beam_size, length_penalty, max_length, prefix, "
+        "required_phrases) cannot go with it. Default (null): the sentence is translated as /v1/translate "
+        "translates it with the same search fields (and the server's glossary), and that translation is shown",
+    )
+
+
 def check_limits(request: TranslateRequest | ExplainRequest | ScoreRequest, limits: Limits) -> None:
     """Raise RequestRefused for the first field over its limit."""
     if isinstance(request, ExplainRequest):
         named = [("sentence", request.sentence), ("prefix", request.prefix)]
         named += [(f"required_phrases[{i}]", phrase) for i, phrase in enumerate(request.required_phrases)]
+        if isinstance(request, HeadsRequest) and request.target is not None:
+            named.append(("target", request.target))
     else:
         if len(request.sentences) > limits.max_sentences:
             raise RequestRefused(
@@ -281,16 +295,46 @@ class ExplainResponse(_Response):
     hypotheses: list[Hypothesis]
 
 
+class HeadsResponse(_Response):
+    model: str
+    text: str = Field(description="the translation shown: the model's best, or the request's `target`")
+    source_tokens: list[str] = Field(description="the source tokens (S)")
+    outputs: list[str] = Field(description="the output tokens, then </s> (T + 1): what each decoder step put out")
+    inputs: list[str] = Field(description="<s>, then the output tokens (T + 1): what each decoder step was fed")
+    alignment_layer: int = Field(
+        description="the decoder layer (from 0) whose heads' mean is the translation's own attention, as "
+        "/v1/translate returns it with return_attention"
+    )
+    cross: list[list[list[list[float]]]] = Field(
+        description="[decoder layer][head][output][source]: each output step's attention over the source "
+        "(rows `outputs`, columns `source_tokens`); each row sums to 1"
+    )
+    encoder: list[list[list[list[float]]]] = Field(
+        description="[encoder layer][head][source][source]: each source position's self-attention over the "
+        "source (rows and columns `source_tokens`)"
+    )
+    decoder: list[list[list[list[float]]]] = Field(
+        description="[decoder layer][head][output][input]: each output step's self-attention over what it was "
+        "fed so far (rows `outputs`, columns `inputs`); zero above the diagonal"
+    )
+
+
 class ModelInfo(_Response):
     name: str
     source_language: str
     target_language: str
-    architecture: dict = Field(description="rnn, attention, decoder, sizes, parameters")
+    architecture: dict = Field(
+        description="family (rnn or transformer), its settings (rnn: rnn, attention, decoder and sizes; "
+        "transformer: d_model, heads, feed_forward, layers, norm), tokenizer, parameters"
+    )
     training: dict = Field(
         description="steps, validation score and minutes of the served checkpoint; started_from: the run and "
         "checkpoint a continued run began from (attnmt train --from), else null"
     )
     decoding: dict = Field(description="the run's default beam size and length penalty")
+    heads: bool = Field(
+        description="whether /v1/heads shows its every layer and head: a transformer (not an ensemble of them)"
+    )
 
 
 class ModelsResponse(_Response):

@@ -18,7 +18,7 @@ from fastapi import Depends, Request
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from attnmt.search.options import SearchOptions, SearchOverrides
-from attnmt.serve.batcher import Batcher
+from attnmt.serve.batcher import Batcher, QueueFull
 from attnmt.serve.catalog import Catalog, ServedRun
 from attnmt.serve.schemas import ExplainRequest, Limits, RequestRefused, ScoreRequest, TranslateRequest
 from attnmt.translation import Source, Translation
@@ -88,6 +88,18 @@ class ServerState:
         """Decode now, on the calling thread (the batcher's worker calls this with the lock held)."""
         translator = self.catalog.get(model).translator
         return translator.translate_sources(sentences, options, say=lambda message: None)
+
+    async def decoded(self, model: str, sources: Sequence[str | Source], options: SearchOptions) -> list[Translation]:
+        """`sources` decoded by the batcher, with whatever other requests' sentences it joins them
+        to; a full queue is a 503. The caller bounds the wait (`within_timeout`)."""
+        try:
+            future = self.batcher.submit(model, sources, options)
+        except QueueFull:
+            limit = self.limits.max_queue
+            raise RequestRefused(
+                "too many requests queued; try again shortly", field="server", limit=limit, status=503
+            ) from None
+        return await asyncio.wrap_future(future)
 
     def in_turn(self, work: Callable[..., Result], *args) -> Result:
         """`work(*args)` on the calling thread, taking turns with the batches for the cores."""

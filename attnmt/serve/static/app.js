@@ -71,15 +71,95 @@ async function translate() {
   const controller = new AbortController();
   translating = controller;
   await attempt("translating", async () => {
-    const data = await api("/v1/translate", translateRequest($("model").value, sentence), controller.signal);
+    const model = $("model").value;
+    const data = await api("/v1/translate", translateRequest(model, sentence), controller.signal);
     if (translating !== controller) return false;
     const result = data.translations[0];
     const missing = result.missing_required_phrases || [];
     if (missing.length) status(`Its length limit left no room for: ${missing.join("; ")}`, true);
     showResult({translation: $("translation"), nbest: $("nbest"), heatmap: $("heatmap")}, result);
     showGlossary(result.glossary);
+    hideHeads();  // the picker's layers and heads are the previous translation's until this one's arrive
+    if (hasHeads(model) && result.source_tokens.length) {
+      const answer = await api("/v1/heads", headsRequest(model, sentence), controller.signal);
+      if (translating !== controller) return false;
+      showHeads(answer);
+    }
     return !missing.length;  // keep the warning shown
   });
+}
+
+// --- a transformer's layers and heads -------------------------------------------------------------
+
+// The /v1/heads answer of the translation shown, fetched once per translation; null when there is
+// none (an RNN model, whose one attention map a step is all there is, or no translation yet)
+let heads = null;
+
+function hasHeads(name) {
+  return models.find((m) => m.name === name).heads;  // a transformer, not an ensemble of them
+}
+
+// The same translation as /v1/translate's: the same search and steering, so the same tokens
+function headsRequest(model, sentence) {
+  const request = {model, sentence, beam_size: Number($("beam").value)};
+  const {prefix, requiredPhrases} = steering();
+  if (prefix.trim()) request.prefix = prefix;
+  if (requiredPhrases.length) request.required_phrases = requiredPhrases;
+  return request;
+}
+
+// Each attention the picker offers: its rows' and columns' tokens and its maps, [layer][head][row][column]
+const ATTENTIONS = {
+  cross: (answer) => ({rows: answer.outputs, columns: answer.source_tokens, maps: answer.cross}),
+  encoder: (answer) => ({rows: answer.source_tokens, columns: answer.source_tokens, maps: answer.encoder}),
+  decoder: (answer) => ({rows: answer.outputs, columns: answer.inputs, maps: answer.decoder}),
+};
+
+function hideHeads() {
+  heads = null;
+  $("heads").hidden = true;
+}
+
+// A new translation's heads: the choices kept where they still exist (the alignment layer and the
+// heads' average by default), the heatmap drawn as they say
+function showHeads(answer) {
+  heads = answer;
+  const chosen = $("heads-head").value, count = answer.cross[0].length;
+  const numbers = Array.from({length: count}, (_, i) => String(i));
+  $("heads-head").replaceChildren(new Option("average", "mean"), ...numbers.map((i) => new Option(i, i)));
+  $("heads-head").value = numbers.includes(chosen) ? chosen : "mean";
+  fillLayers();
+  $("heads").hidden = false;
+  drawHeads();
+}
+
+// The layers of the attention chosen, the alignment layer (a decoder layer) marked: the layer
+// chosen is kept where it exists, else the alignment layer (the encoder's: its last)
+function fillLayers() {
+  const kind = $("heads-kind").value, count = ATTENTIONS[kind](heads).maps.length;
+  const marked = kind === "encoder" ? -1 : heads.alignment_layer;
+  const chosen = $("heads-layer").value;
+  const numbers = Array.from({length: count}, (_, i) => String(i));
+  $("heads-layer").replaceChildren(...numbers.map((i) => new Option(Number(i) === marked ? `${i} (alignment)` : i, i)));
+  $("heads-layer").value = numbers.includes(chosen) ? chosen : String(marked >= 0 ? marked : count - 1);
+}
+
+function drawHeads() {
+  if (!heads) return;
+  const {rows, columns, maps} = ATTENTIONS[$("heads-kind").value](heads);
+  const layer = maps[Number($("heads-layer").value)], head = $("heads-head").value;
+  const weights = head === "mean"
+    ? layer[0].map((row, r) => row.map((_, c) => layer.reduce((sum, map) => sum + map[r][c], 0) / layer.length))
+    : layer[Number(head)];
+  drawHeatmap($("heatmap"), columns, rows, weights);
+}
+
+// A model chosen anew starts from the picker's defaults
+function resetHeads() {
+  hideHeads();
+  $("heads-kind").value = "cross";
+  $("heads-layer").replaceChildren();
+  $("heads-head").replaceChildren();
 }
 
 // The terms of the server's glossary (attnmt serve --glossary) found in the sentence: those the
@@ -200,18 +280,26 @@ async function loadAnalysis() {
 
 // --- models and examples -------------------------------------------------------------------
 
+// A transformer in a few words: its layers (encoder + decoder), heads and width
+function transformerShape(a) {
+  return `transformer, ${a.encoder_layers}+${a.decoder_layers} layers × ${a.heads} heads, d_model ${a.d_model}`;
+}
+
 function describeShort(name) {
-  const model = models.find((m) => m.name === name);
-  return `${name}: ${model.architecture.attention} attention, ${model.architecture.decoder} decoder`;
+  const a = models.find((m) => m.name === name).architecture;
+  return `${name}: ` + (a.family === "transformer" ? transformerShape(a) : `${a.attention} attention, ${a.decoder} decoder`);
 }
 
 function describe(model) {
   const a = model.architecture, t = model.training;
   const score = t.valid_score == null ? "" : `, validation ${t.valid_metric} ${t.valid_score.toFixed(2)}`;
-  return `${model.source_language} → ${model.target_language}; ${a.rnn.toUpperCase()}, ${a.attention} attention, ` +
-    `${a.decoder} decoder, encoder ${a.encoder_hidden}${a.bidirectional ? " × 2 directions" : ""}, decoder ` +
-    `${a.decoder_hidden}, ${a.parameters.toLocaleString()} parameters; checkpoint ${t.checkpoint} ` +
-    `(step ${t.step}${score})` + (t.started_from ? `; continued from ${startedFrom(t.started_from)}` : "");
+  const shape = a.family === "transformer"
+    ? `${transformerShape(a)}, feed-forward ${a.feed_forward}, ${a.norm}-norm`
+    : `${a.rnn.toUpperCase()}, ${a.attention} attention, ${a.decoder} decoder, encoder ${a.encoder_hidden}` +
+      `${a.bidirectional ? " × 2 directions" : ""}, decoder ${a.decoder_hidden}`;
+  return `${model.source_language} → ${model.target_language}; ${shape}, ${a.parameters.toLocaleString()} ` +
+    `parameters; checkpoint ${t.checkpoint} (step ${t.step}${score})` +
+    (t.started_from ? `; continued from ${startedFrom(t.started_from)}` : "");
 }
 
 // Where a continued run began (`attnmt train --from`): the run and its checkpoint.
@@ -238,6 +326,7 @@ function chooseModel() {
   $("model-info").textContent = describe(model);
   $("beam").value = [1, 2, 3, 5, 8].includes(model.decoding.beam_size) ? model.decoding.beam_size : 5;
   analysis = null;
+  resetHeads();
   $("analysis-table").replaceChildren();
   $("analysis-summary").textContent = "";
   loadExamples();
@@ -256,6 +345,8 @@ async function start() {
   $("source").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); translate(); }
   });
+  $("heads-kind").addEventListener("change", () => { fillLayers(); drawHeads(); });
+  for (const id of ["heads-layer", "heads-head"]) $(id).addEventListener("change", drawHeads);
   $("prefix").addEventListener("input", translateSoon);
   $("require").addEventListener("input", translateSoon);
   $("score-button").addEventListener("click", scoreOwn);
