@@ -38,6 +38,8 @@ FLAGS = {
     "prefixes": "--prefix",
     "n_best": "--n-best",
     "attention": "--attention",
+    "heads": "--heads",
+    "ensemble": "--ensemble",
     "alignment": "--alignment",
     "required_phrases": "--require",
     "fast_bound": "--fast-bound",

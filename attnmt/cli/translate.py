@@ -68,24 +68,7 @@ def add_parser(commands) -> None:
         metavar="FILE",
         help="with --glossary: one JSON line per sentence, the terms applied and those left out (no room)",
     )
-    parser.add_argument(
-        "--n-best",
-        type=int,
-        metavar="N",
-        help="print N hypotheses a sentence as 'i ||| text ||| score' lines (default: the run's decode.n_best)",
-    )
-    parser.add_argument("--attention", metavar="OUT_DIR", help="write OUT_DIR/0001.png ... and grid.png")
-    parser.add_argument(
-        "--heads",
-        action="store_true",
-        help="with --attention, a transformer run: also OUT_DIR/0001-heads.png ..., every decoder layer's and "
-        "head's attention over the source",
-    )
-    parser.add_argument(
-        "--alignment",
-        action="store_true",
-        help="add each translation's word alignment from attention after ' ||| ' (Pharaoh i-j, words from 0)",
-    )
+    _add_output_arguments(parser)
     parser.add_argument(
         "--workers", type=int, default=1, metavar="N", help="translate in N processes, the CPU's threads shared"
     )
@@ -104,6 +87,28 @@ def add_parser(commands) -> None:
         help="an ensemble's attention shown: the members' mean, or member N's (0 = RUN_DIR)",
     )
     parser.set_defaults(run=run)
+
+
+def _add_output_arguments(parser) -> None:
+    """What is written beside each translation: its n-best list, heatmaps, alignment."""
+    parser.add_argument(
+        "--n-best",
+        type=int,
+        metavar="N",
+        help="print N hypotheses a sentence as 'i ||| text ||| score' lines (default: the run's decode.n_best)",
+    )
+    parser.add_argument("--attention", metavar="OUT_DIR", help="write OUT_DIR/0001.png ... and grid.png")
+    parser.add_argument(
+        "--heads",
+        action="store_true",
+        help="with --attention, a transformer run: also OUT_DIR/0001-heads.png ..., every decoder layer's and "
+        "head's attention over the source",
+    )
+    parser.add_argument(
+        "--alignment",
+        action="store_true",
+        help="add each translation's word alignment from attention after ' ||| ' (Pharaoh i-j, words from 0)",
+    )
 
 
 def _add_input_arguments(parser) -> None:
