@@ -151,12 +151,16 @@ class ModelConfig(_Section):
     rnn: Literal["gru", "lstm"] = Field("gru", description="the recurrent cell of encoder and decoder")
     embedding_size: int = Field(256, ge=1, description="word embedding size, both sides")
     encoder_hidden: int = Field(256, ge=1, description="per direction")
-    encoder_layers: int = Field(1, ge=1, description="stacked encoder RNN layers")
+    encoder_layers: int = Field(1, ge=1, description="stacked encoder layers (a transformer's default: 6)")
     bidirectional: bool = Field(True, description="the encoder reads both ways; each annotation is [forward; backward]")
     decoder_hidden: int = Field(512, ge=1, description="decoder RNN state size")
-    decoder_layers: int = Field(1, ge=1, description="stacked decoder RNN layers")
+    decoder_layers: int = Field(1, ge=1, description="stacked decoder layers (a transformer's default: 6)")
     dropout: float = Field(
-        0.2, ge=0.0, lt=1.0, description="dropout on embeddings, between RNN layers and before the output layer"
+        0.2,
+        ge=0.0,
+        lt=1.0,
+        description="dropout on embeddings, between RNN layers and before the output layer; a transformer's on "
+        "embeddings and every sublayer's output (its default: 0.1)",
     )
     attention: Literal["additive", "dot", "scaled_dot", "general", "none"] = Field(
         "additive",
@@ -218,7 +222,7 @@ class ModelConfig(_Section):
         None,
         description="transformer: the decoder layer (0-based; negative counts from the top) whose "
         "cross-attention, averaged over its heads, is the model's attention for alignments, markup and "
-        "heatmaps (None: the measured default, ALIGNMENT_LAYER)",
+        "heatmaps (None: the default chosen by measurement, models.seq2seq.ALIGNMENT_LAYER)",
     )
 
     @model_validator(mode="before")

@@ -118,7 +118,7 @@ GREEDY = SearchOptions()
 
 
 class StepModel(Protocol):
-    """What search needs from a model: the step interface. `Seq2Seq` provides it in torch,
+    """What search needs from a model: the step interface. `Seq2Seq` and `Transformer` provide it in torch,
     `engine.OnnxModel` through onnxruntime, so one search serves every engine.
 
     encode(src (B, S), src_lengths (B,)) -> encoder output with `.index_select(rows)`;
