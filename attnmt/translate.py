@@ -100,7 +100,6 @@ class Translator:
         vocabulary). `loading.load` builds one from a `ModelSpec`."""
         self.model, self.codec, self.config = model, codec, config
         self.device = device
-        self.on_cuda = torch.device(device).type == "cuda"
         self.checkpoint = checkpoint
         self.members = list(members) or [checkpoint]
         self.parameters = parameters
@@ -215,7 +214,9 @@ class Translator:
             prefixes=parsed,
             required_phrases=phrase_ids,
             # CUDA graphs replay fixed shapes: a transformer's cache grows by a position each step
-            fixed_shapes=self.config.decode.cuda_graphs and self.on_cuda and self.config.model.family == "rnn",
+            fixed_shapes=self.config.decode.cuda_graphs
+            and self.device.startswith("cuda")
+            and self.config.model.family == "rnn",
         )
         results = []
         for index, (sentence, tokens, candidates) in enumerate(zip(sentences, source_tokens, hypotheses, strict=True)):
