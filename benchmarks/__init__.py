@@ -35,6 +35,9 @@ one line each (`tests/test_tools.py` holds it to the files present):
   and time with and without it (quality first).
 - `markup`: tags on test source spans carried to the translation, against a statistical
   aligner's placement (quality, not timing; needs eflomal).
+- `alignment_heads`: a transformer's cross-attention, layer by layer and head by head, as word
+  alignments against a statistical aligner's (quality, not timing; needs eflomal; the model it
+  reads is trained from `benchmarks/configs/alignment-transformer.yaml`).
 - `documents`: paragraphs built from a run's test split, translated in document mode, as one
   line each, and sentence by sentence (quality, not timing).
 - `stopping`: each search's stopping rule and length penalty on the same weights: output length,

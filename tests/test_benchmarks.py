@@ -567,3 +567,22 @@ def test_the_markup_benchmark_tags_consistent_spans_and_scores_where_the_tag_lan
     assert markup.tag_span("x <b>y z</b> w") == (1, 2) and markup.tag_span("x <b></b>y") is None
     assert markup.span_f1((1, 2), (1, 2)) == 1.0 and markup.span_f1((0, 1), (1, 2)) == 0.5
     assert markup.span_f1(None, (1, 1)) == 0.0
+
+
+def test_the_alignment_heads_benchmark_scores_every_head_each_layers_mean_and_all_layers_mean():
+    from types import SimpleNamespace
+
+    from benchmarks import alignment_heads
+
+    cross = torch.rand(2, 3, 4, 5).softmax(dim=-1)  # (L, h, T + 1, S)
+    maps = alignment_heads.candidate_maps(SimpleNamespace(cross=cross))
+    assert len(maps) == 1 + 2 + 2 * 3  # all layers, each layer's mean, each head
+    torch.testing.assert_close(maps["layer 1, mean of heads"], cross[1].mean(dim=0))
+    torch.testing.assert_close(maps["all layers, mean of heads"], cross.mean(dim=(0, 1)))
+    assert torch.equal(maps["layer 0, head 2"], cross[0, 2])
+    sure = [{(0, 0), (1, 1)}, {(0, 1)}]
+    perfect = alignment_heads.scores(sure, sure)
+    assert perfect["aer"] == 0.0 and perfect["precision"] == perfect["recall"] == 1.0
+    half = alignment_heads.scores([{(0, 0), (1, 0)}, set()], sure)  # one of two proposed, one of three sure
+    assert half["precision"] == 0.5 and half["recall"] == 1 / 3
+    assert half["aer"] == pytest.approx(1 - 2 * 1 / (2 + 3))  # links of different sentences never match
