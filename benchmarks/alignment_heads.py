@@ -38,14 +38,20 @@ DEFAULT_JSON = Path("benchmarks/results/alignment-heads.json")
 
 
 def candidate_maps(heads) -> dict:
-    """name -> (T + 1, S) map: every layer's heads, each layer's mean, the mean of all layers."""
+    """(layer, head) -> (T + 1, S) map: every layer's heads (0, 1, ...), each layer's mean of
+    heads ("mean"), and the mean over every layer ("all", "mean")."""
     layers, count = heads.cross.shape[:2]
-    maps = {"all layers, mean of heads": heads.cross.mean(dim=(0, 1))}
+    maps = {("all", "mean"): heads.cross.mean(dim=(0, 1))}
     for layer in range(layers):
-        maps[f"layer {layer}, mean of heads"] = heads.cross[layer].mean(dim=0)
+        maps[layer, "mean"] = heads.cross[layer].mean(dim=0)
         for head in range(count):
-            maps[f"layer {layer}, head {head}"] = heads.cross[layer, head]
+            maps[layer, head] = heads.cross[layer, head]
     return maps
+
+
+def name(layer, head) -> str:
+    layers = "all layers" if layer == "all" else f"layer {layer}"
+    return f"{layers}, {'mean of heads' if head == 'mean' else f'head {head}'}"
 
 
 def scores(found: list[set], sure: list[set]) -> dict:
@@ -71,7 +77,7 @@ def measure(run_dir: str, beam: int, limit: int | None, data_dir: str | None) ->
     outputs = [translation.text for translation in translations]
     train_sources, train_targets = [source for source, _ in train], [target for _, target in train]
     sure = intersected_links(train_sources + sources, train_targets + outputs)[len(train) :]
-    found: dict[str, list[set]] = {}
+    found: dict[tuple, list[set]] = {}
     alignment_layer = None
     for translation in translations:
         if not translation.tokens:
@@ -80,11 +86,11 @@ def measure(run_dir: str, beam: int, limit: int | None, data_dir: str | None) ->
             continue
         heads = head_attention(translator, translation)
         alignment_layer = heads.alignment_layer
-        for name, attention in candidate_maps(heads).items():
+        for maps, attention in candidate_maps(heads).items():
             links = set(translator.align(dataclasses.replace(translation, attention=attention)))
-            found.setdefault(name, []).append(links)
-    ranked = sorted(((name, scores(links, sure)) for name, links in found.items()), key=lambda item: item[1]["aer"])
-    layer_means = [item for item in ranked if item[0].startswith("layer ") and item[0].endswith("mean of heads")]
+            found.setdefault(maps, []).append(links)
+    ranked = sorted(((maps, scores(links, sure)) for maps, links in found.items()), key=lambda item: item[1]["aer"])
+    layer_means = [layer for (layer, head), _ in ranked if layer != "all" and head == "mean"]
     return {
         "machine": describe_machine("cpu"),
         "pace": pace_probe(),
@@ -97,8 +103,8 @@ def measure(run_dir: str, beam: int, limit: int | None, data_dir: str | None) ->
         "bleu": bleu(outputs, [list(example.refs) for example in test], lowercase=data.lowercase).score,
         "eflomal_links": sum(len(links) for links in sure),
         "alignment_layer_of_the_run": alignment_layer,
-        "best_layer_mean": layer_means[0][0] if layer_means else None,
-        "candidates": [{"maps": name, **result} for name, result in ranked],
+        "best_layer_mean": layer_means[0] if layer_means else None,
+        "candidates": [{"layer": layer, "head": head, **result} for (layer, head), result in ranked],
     }  # fmt: skip
 
 
@@ -109,10 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     results = measured("benchmarks.alignment_heads", measure, args.run_dir, args.beam, args.limit, args.data_dir)
     if results is None:
         return 2
-    for candidate in results["candidates"]:
-        print(f"{candidate['maps']:<28} AER {candidate['aer']:.3f}  P {candidate['precision']:.3f}  "
-              f"R {candidate['recall']:.3f}")  # fmt: skip
-    print(f"best layer mean: {results['best_layer_mean']}; BLEU {results['bleu']:.2f} on {results['test_sentences']}")
+    for row in results["candidates"]:
+        measured_row = f"AER {row['aer']:.3f}  P {row['precision']:.3f}  R {row['recall']:.3f}"
+        print(f"{name(row['layer'], row['head']):<28} {measured_row}")
+    best, bleu_score = results["best_layer_mean"], results["bleu"]
+    print(f"best layer (mean of heads): {best}; BLEU {bleu_score:.2f} on {results['test_sentences']} sentences")
     write_results(args.json, results, "benchmarks.alignment_heads", argv)
     return 0
 

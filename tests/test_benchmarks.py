@@ -577,9 +577,9 @@ def test_the_alignment_heads_benchmark_scores_every_head_each_layers_mean_and_al
     cross = torch.rand(2, 3, 4, 5).softmax(dim=-1)  # (L, h, T + 1, S)
     maps = alignment_heads.candidate_maps(SimpleNamespace(cross=cross))
     assert len(maps) == 1 + 2 + 2 * 3  # all layers, each layer's mean, each head
-    torch.testing.assert_close(maps["layer 1, mean of heads"], cross[1].mean(dim=0))
-    torch.testing.assert_close(maps["all layers, mean of heads"], cross.mean(dim=(0, 1)))
-    assert torch.equal(maps["layer 0, head 2"], cross[0, 2])
+    torch.testing.assert_close(maps[1, "mean"], cross[1].mean(dim=0))
+    torch.testing.assert_close(maps["all", "mean"], cross.mean(dim=(0, 1)))
+    assert torch.equal(maps[0, 2], cross[0, 2])
     sure = [{(0, 0), (1, 1)}, {(0, 1)}]
     perfect = alignment_heads.scores(sure, sure)
     assert perfect["aer"] == 0.0 and perfect["precision"] == perfect["recall"] == 1.0
