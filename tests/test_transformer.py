@@ -156,6 +156,12 @@ def test_attention_maps_hold_every_layer_and_head_and_the_step_attention_is_the_
     torch.testing.assert_close(attention, maps.cross[:, 1].mean(dim=1))
 
 
+@pytest.mark.parametrize(("layers", "middle"), [(1, 0), (2, 1), (3, 1), (6, 3)])
+def test_the_alignment_layer_is_the_middle_decoder_layer_unless_the_config_names_one(layers, middle):
+    assert tiny_transformer(decoder_layers=layers).alignment_layer == middle
+    assert tiny_transformer(decoder_layers=layers, alignment_layer=-1).alignment_layer == layers - 1
+
+
 def test_tied_embeddings_share_one_matrix():
     model = tiny_transformer(tie_embeddings=True)
     assert model.decoder.output.weight is model.decoder.embedding.weight

@@ -27,10 +27,6 @@ from attnmt.models.encoder import Encoder
 from attnmt.models.transformer import Transformer
 from attnmt.vocab import PAD
 
-# The decoder layer whose cross-attention, averaged over its heads, a transformer gives as its
-# attention when the config names none (`model.alignment_layer`).
-ALIGNMENT_LAYER = -1
-
 # The scorers `build_model` chooses from. A decoder holds its one as an nn.Module: the layering
 # keeps attention.py out of decoder.py, so only this module can say which classes they are.
 Attention = AdditiveAttention | DotAttention | GeneralAttention | NoAttention
@@ -103,7 +99,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> M
 
 def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
     """A transformer of `cfg`'s sizes, its attention for alignments the `alignment_layer`'s
-    (ALIGNMENT_LAYER where the config names none)."""
+    (the middle decoder layer's where the config names none)."""
     return Transformer(
         src_vocab_size=src_vocab_size,
         tgt_vocab_size=tgt_vocab_size,
@@ -116,7 +112,7 @@ def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int
         attention_dropout=cfg.attention_dropout,
         word_dropout=cfg.word_dropout,
         pre_norm=cfg.norm == "pre",
-        alignment_layer=ALIGNMENT_LAYER if cfg.alignment_layer is None else cfg.alignment_layer,
+        alignment_layer=cfg.alignment_layer,
         tie_embeddings=cfg.tie_embeddings,
         tie_source_embeddings=cfg.tie_source_embeddings,
     )
