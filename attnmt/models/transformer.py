@@ -369,8 +369,8 @@ class Transformer(nn.Module):
 def middle_layer(layers: int) -> int:
     """The default alignment layer of a decoder of `layers` layers: the middle one, L // 2 from 0.
     Against eflomal's links on Multi30k English->German, the middle layer's heads averaged aligned
-    best of every layer's with 3 and with 6 decoder layers, and the last layer's among the worst
-    (`python -m benchmarks.alignment_heads`, docs/design.md)."""
+    best of every layer's, and the last layer's among the worst (`python -m
+    benchmarks.alignment_heads`; docs/design.md, "The Transformer family")."""
     return layers // 2
 
 
