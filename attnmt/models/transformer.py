@@ -170,10 +170,8 @@ class DecoderLayer(nn.Module):
         cross weights (B, h, T, S) or None), the weights when `need_weights` (self, cross) says."""
         h = self.self_residual.input(y)
         new_keys, new_values = self.self_attention.keys_values(h)  # (B, h, T, d_k)
-        keys, values = (
-            torch.cat([cache[0], new_keys], dim=2),
-            torch.cat([cache[1], new_values], dim=2),
-        )  # (B, h, t+T, d_k)
+        keys = torch.cat([cache[0], new_keys], dim=2)  # (B, h, t + T, d_k)
+        values = torch.cat([cache[1], new_values], dim=2)
         attended, self_weights = self.self_attention(h, keys, values, causal, need_weights=need_weights[0])
         y = self.self_residual(y, attended)
         attended, cross_weights = self.cross_attention(
